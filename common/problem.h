@@ -1,0 +1,46 @@
+/*! \file problem.h
+ *  \brief The sizes of one LSTM forward problem and the arithmetic every report uses.
+ */
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace lstm {
+
+/// The sizes of one LSTM forward pass (PyTorch `nn.LSTM`, unidirectional, no projection).
+struct ProblemSize {
+  int hidden = 512;      ///< H: hidden units per layer.
+  int input_size = 512;  ///< I: features of x, read by layer 0 (layers l > 0 read H).
+  int batch = 64;        ///< B: independent sequences.
+  int seq_len = 100;     ///< T: time steps.
+  int layers = 4;        ///< L: stacked layers.
+
+  /// Input width of layer `layer`: I for layer 0, H after.
+  int layer_input_size(int layer) const { return layer == 0 ? input_size : hidden; }
+
+  /// FLOPs as DESIGN.md counts them: sum over layers of 2*T*B*4H*(I_l + H).
+  double flop_count() const;
+
+  /// "H=512 I=512 B=64 T=100 L=4", for messages.
+  std::string describe() const;
+};
+
+/// Element counts of every tensor of a problem, computed with overflow checks.
+struct TensorCounts {
+  std::size_t x = 0;           ///< (T, B, I)
+  std::size_t state = 0;       ///< h0, c0, hy, cy: (L, B, H)
+  std::size_t y = 0;           ///< (T, B, H)
+  std::size_t parameters = 0;  ///< all weights and biases of all layers
+  std::size_t bytes = 0;       ///< float32 bytes of all of the above (inputs, parameters, outputs)
+};
+
+/// Counts the tensors of `size`.
+/// \throws std::invalid_argument if a size is not positive or a count overflows size_t.
+TensorCounts count_tensors(const ProblemSize& size);
+
+/// Multiplies two sizes, throwing std::overflow_error (naming `what`) on overflow.
+std::size_t checked_mul(std::size_t a, std::size_t b, const char* what);
+
+}  // namespace lstm

@@ -1,0 +1,28 @@
+/*! \file lstm_reference.h
+ *  \brief The CPU reference LSTM in double precision: the definition of the math every stage,
+ *         cuDNN and PyTorch are checked against.
+ */
+#pragma once
+
+#include <vector>
+
+#include "params.h"
+
+namespace lstm {
+
+/// Outputs of the reference, double precision, same layouts as LstmOutputs.
+struct ReferenceOutputs {
+  int steps = 0;           ///< time steps computed (a prefix of the sequence if fewer than T)
+  std::vector<double> y;   ///< (steps, B, H)
+  std::vector<double> hy;  ///< (L, B, H): final h after `steps` steps
+  std::vector<double> cy;  ///< (L, B, H): final c after `steps` steps
+};
+
+/// Runs the LSTM forward pass in double precision on the CPU (OpenMP-parallel where available).
+/// \param params sizes, inputs and parameters (float32; promoted to double)
+/// \param steps  time steps to compute: all T when steps <= 0 or steps >= T, else the first
+///               `steps` (y is causal, so its first steps are exact; hy and cy then describe
+///               step `steps`-1, not the end of the sequence)
+ReferenceOutputs reference_forward(const LstmParams& params, int steps = 0);
+
+}  // namespace lstm

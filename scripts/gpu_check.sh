@@ -1,0 +1,103 @@
+#!/usr/bin/env bash
+# Everything a GPU machine should verify, in one go:
+#   1. configure and build (Release, sm_90 unless CMAKE_CUDA_ARCHITECTURES says otherwise)
+#   2. every test, CPU and GPU; a GPU test that skips here counts as a failure
+#   3. every stage on the canonical config and three odd configs, checks on, results as JSON
+#   4. compute-sanitizer memcheck, racecheck and synccheck on every stage at a small config
+# Logs and results go into DIR. Exit status: non-zero if anything failed; the summary says what.
+#
+# usage: scripts/gpu_check.sh DIR        (environment: BUILD_DIR, default build-gpu)
+set -uo pipefail
+out=${1:?usage: scripts/gpu_check.sh DIR}
+cd "$(dirname "$0")/.."
+mkdir -p "$out"
+out=$(cd "$out" && pwd)
+build=${BUILD_DIR:-build-gpu}
+[ -d /usr/local/cuda/bin ] && export PATH="/usr/local/cuda/bin:$PATH"
+
+failures=()
+summary=()
+# run_step NAME COMMAND...: runs COMMAND with its output in DIR/NAME.log; records the outcome.
+run_step() {
+  local name=$1
+  shift
+  local start=$SECONDS
+  if "$@" >"$out/$name.log" 2>&1; then
+    summary+=("ok      $name ($((SECONDS - start)) s)")
+  else
+    summary+=("FAILED  $name ($((SECONDS - start)) s): see $name.log")
+    failures+=("$name")
+  fi
+  echo "${summary[-1]}"
+}
+
+# Header-only packages carried in .deps (scripts/pack_deps.sh) where the machine lacks them.
+prefix=()
+[ -d .deps/root/usr ] && prefix=(-DCMAKE_PREFIX_PATH="$PWD/.deps/root/usr")
+
+# ---- 1. build
+run_step configure cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release "${prefix[@]}"
+run_step build cmake --build "$build" --parallel "$(nproc)"
+if [[ " ${failures[*]} " == *" build "* || " ${failures[*]} " == *" configure "* ]]; then
+  tail -n 40 "$out"/configure.log "$out"/build.log
+  echo "gpu_check: the build failed; nothing else was run"
+  exit 1
+fi
+"$build/bin/lstm_gpu_info" >"$out/environment.txt" 2>&1 || {
+  cat "$out/environment.txt"
+  echo "gpu_check: no usable GPU here; nothing else was run"
+  exit 1
+}
+nvidia-smi >>"$out/environment.txt" 2>&1 || true
+cat "$out/environment.txt" | head -n 2
+
+# ---- 2. tests: all of them; on a GPU machine a skipped GPU test is a failure
+gpu_tests_ran() {
+  ctest --test-dir "$build" --output-on-failure --parallel 4 || return 1
+  if grep -q "(Skipped)" "$build/Testing/Temporary/LastTest.log" 2>/dev/null ||
+    ctest --test-dir "$build" -N -L gpu | grep -q "Total Tests: 0"; then
+    echo "GPU tests were skipped or missing on a GPU machine"
+    return 1
+  fi
+}
+run_step tests gpu_tests_ran
+
+# ---- 3. every stage: canonical config and three odd configs, checks on
+stages=()
+for exe in "$build"/bin/lstm_[0-9][0-9]_*; do stages+=("$(basename "$exe")"); done
+odd_configs=(
+  "--hidden 200 --input-size 77 --batch 3 --seq 17 --layers 3"
+  "--hidden 1000 --batch 1 --seq 30 --layers 2"
+  "--hidden 33 --input-size 300 --batch 130 --seq 1 --layers 1"
+)
+for stage in "${stages[@]}"; do
+  run_step "$stage.canonical" "$build/bin/$stage" --json "$out/canonical.jsonl"
+  for i in "${!odd_configs[@]}"; do
+    # shellcheck disable=SC2086  # the config is a list of flags
+    run_step "$stage.odd$i" "$build/bin/$stage" ${odd_configs[$i]} --json "$out/odd.jsonl"
+  done
+done
+
+# ---- 4. compute-sanitizer on a small config (memory errors, shared-memory races, barriers)
+small="--hidden 40 --input-size 24 --batch 3 --seq 4 --layers 2 --iters 1 --warmup 0"
+for stage in "${stages[@]}"; do
+  for tool in memcheck racecheck synccheck; do
+    # shellcheck disable=SC2086
+    run_step "$stage.$tool" compute-sanitizer --tool "$tool" --error-exitcode 99 \
+      "$build/bin/$stage" $small
+  done
+done
+
+# ---- summary: one line per step, then the timings of the canonical runs
+{
+  echo
+  echo "gpu_check summary ($(date -u +%Y-%m-%dT%H:%M:%SZ), $(head -n 1 "$out/environment.txt"))"
+  printf '  %s\n' "${summary[@]}"
+  echo "canonical config (H=512 B=64 T=100 L=4):"
+  grep -h "^time " "$out"/*.canonical.log 2>/dev/null | sed 's/^/  /'
+} | tee "$out/summary.txt"
+if ((${#failures[@]})); then
+  echo "gpu_check: ${#failures[@]} step(s) FAILED: ${failures[*]}"
+  exit 1
+fi
+echo "gpu_check: everything passed"

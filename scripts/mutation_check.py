@@ -1,0 +1,87 @@
+#!/usr/bin/env python3
+"""Proves that the tests can fail.
+
+Breaks the code on purpose, one mutation at a time, rebuilds, and requires the tests of the
+named CTest label to FAIL; restores every file afterwards. "gpu" mutations are caught by the GPU
+tests and so need a CUDA GPU; "cpu" ones run anywhere.
+
+usage: scripts/mutation_check.py cpu|gpu|all [--build DIR]
+"""
+import argparse
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# (kind, what the mutation breaks, file, exact text, replacement, CTest label that must fail)
+MUTATIONS = [
+    ("gpu", "stage 00 swaps the f and g gates in the cell update", "stages/00_naive/stage.cu",
+     "cell_.data(), gates_[0].data(), gates_[1].data(), gates_[2].data()",
+     "cell_.data(), gates_[0].data(), gates_[2].data(), gates_[1].data()", "gpu"),
+    ("gpu", "stage 00 never writes hy", "stages/00_naive/stage.cu",
+     "CUDA_CHECK(cudaMemcpyAsync(t.hy +", "if (false) CUDA_CHECK(cudaMemcpyAsync(t.hy +", "gpu"),
+    ("gpu", "stage 00 adds b_ih twice and never b_hh", "stages/00_naive/stage.cu",
+     "gate[index] += b_ih[unit] + b_hh[unit];", "gate[index] += b_ih[unit] + b_ih[unit];", "gpu"),
+    ("gpu", "stage 00 leaves the last element of each h_t unwritten", "stages/00_naive/stage.cu",
+     "  if (index >= count) return;\n  hidden_out", "  if (index >= count - 1) return;\n  hidden_out",
+     "gpu"),
+    ("cpu", "the reference swaps the f and g gates", "reference/lstm_reference.cpp",
+     "sigmoid(gates_b[kForgetGate * H + j])", "sigmoid(gates_b[kCellGate * H + j])", "cpu"),
+    ("cpu", "the .npy reader accepts any dtype", "common/npy.cpp",
+     'if (!is_string || *descr != "<f4") {', "if (!is_string) {", "cpu"),
+    ("cpu", "the check ignores NaN", "common/validate.cpp",
+     "if (!std::isfinite(value)) {", "if (false) {", "cpu"),
+]
+
+
+def run(command, log):
+    with open(log, "w") as out:
+        return subprocess.run(command, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT).returncode
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("which", choices=["cpu", "gpu", "all"])
+    parser.add_argument("--build", default=os.environ.get("BUILD_DIR", "build"))
+    args = parser.parse_args()
+    jobs = str(os.cpu_count() or 2)
+    build = ["cmake", "--build", args.build, "--parallel", jobs]
+    results, ok = [], True
+    for kind, label, file, text, replacement, test_label in MUTATIONS:
+        if args.which not in ("all", kind):
+            continue
+        path = ROOT / file
+        original = path.read_text()
+        if original.count(text) != 1:
+            results.append(f"ERROR   {label}: text not found exactly once in {file}")
+            ok = False
+            continue
+        try:
+            path.write_text(original.replace(text, replacement))
+            if run(build, "/tmp/mutation_build.log") != 0:
+                results.append(f"ERROR   {label}: the mutated code does not build")
+                ok = False
+                continue
+            ctest = ["ctest", "--test-dir", args.build, "-L", test_label, "--parallel", "4"]
+            if run(ctest, "/tmp/mutation_test.log") == 0:
+                results.append(f"MISSED  {label}: every '{test_label}' test still passes")
+                ok = False
+                continue
+            log = Path("/tmp/mutation_test.log").read_text()
+            failed = re.findall(r"^\s+\d+ - (\S+).*\(Failed\)$", log, re.M)
+            results.append(f"caught  {label}: {len(failed)} tests failed, e.g. "
+                           + ", ".join(failed[:2]))
+        finally:
+            path.write_text(original)
+    run(build, "/tmp/mutation_build.log")  # rebuild the unmutated code
+    print(f"mutation check ({args.which}):")
+    for line in results:
+        print("  " + line)
+    return 0 if ok and results else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
