@@ -68,16 +68,11 @@ RunOptions parse_command_line(int argc, const char* const* argv, const std::stri
   }
 
   options.check = !no_check;
-  if (app.count("--hidden"))
-    options.given.hidden = hidden;
-  if (app.count("--input-size"))
-    options.given.input_size = input_size;
-  if (app.count("--batch"))
-    options.given.batch = batch;
-  if (app.count("--seq"))
-    options.given.seq_len = seq_len;
-  if (app.count("--layers"))
-    options.given.layers = layers;
+  if (app.count("--hidden")) options.given.hidden = hidden;
+  if (app.count("--input-size")) options.given.input_size = input_size;
+  if (app.count("--batch")) options.given.batch = batch;
+  if (app.count("--seq")) options.given.seq_len = seq_len;
+  if (app.count("--layers")) options.given.layers = layers;
 
   ProblemSize& size = options.size;
   size.hidden = options.given.hidden.value_or(size.hidden);

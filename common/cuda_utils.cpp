@@ -22,14 +22,12 @@ bool cuda_device_available(std::string* why) {
   int count = 0;
   const cudaError_t error = cudaGetDeviceCount(&count);
   if (error != cudaSuccess) {
-    if (why)
-      *why = std::string(cudaGetErrorName(error)) + ": " + cudaGetErrorString(error);
+    if (why) *why = std::string(cudaGetErrorName(error)) + ": " + cudaGetErrorString(error);
     cudaGetLastError();  // clear the sticky-free error so later calls start clean
     return false;
   }
   if (count == 0) {
-    if (why)
-      *why = "the CUDA runtime found no device";
+    if (why) *why = "the CUDA runtime found no device";
     return false;
   }
   return true;

@@ -50,8 +50,7 @@ class DeviceBuffer {
     return *this;
   }
   ~DeviceBuffer() {
-    if (data_)
-      cudaFree(data_);  // errors cannot be reported from a destructor
+    if (data_) cudaFree(data_);  // errors cannot be reported from a destructor
   }
 
   /// Frees what is held and allocates `count` elements (uninitialised).
@@ -103,8 +102,7 @@ void DeviceBuffer<T>::allocate(std::size_t count) {
     data_ = nullptr;
     count_ = 0;
   }
-  if (count > 0)
-    CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&data_), count * sizeof(T)));
+  if (count > 0) CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&data_), count * sizeof(T)));
   count_ = count;
 }
 
@@ -119,8 +117,7 @@ void DeviceBuffer<T>::upload(const std::vector<T>& host) {
 template <typename T>
 std::vector<T> DeviceBuffer<T>::download() const {
   std::vector<T> host(count_);
-  if (count_ > 0)
-    CUDA_CHECK(cudaMemcpy(host.data(), data_, bytes(), cudaMemcpyDeviceToHost));
+  if (count_ > 0) CUDA_CHECK(cudaMemcpy(host.data(), data_, bytes(), cudaMemcpyDeviceToHost));
   return host;
 }
 

@@ -55,8 +55,7 @@ LstmOutputs run_forward_for_check(Stage& stage, DeviceProblem& problem, cudaStre
 
 int reference_steps(const ProblemSize& size) {
   const double flops = size.flop_count();
-  if (flops <= kReferenceFlopBudget)
-    return size.seq_len;
+  if (flops <= kReferenceFlopBudget) return size.seq_len;
   const int steps = static_cast<int>(std::floor(size.seq_len * kReferenceFlopBudget / flops));
   return std::max(1, steps);
 }

@@ -33,12 +33,10 @@ std::string query_nvidia_smi(const std::string& pci_bus_id, const std::string& f
   const std::string command = "nvidia-smi --query-gpu=" + fields + " --format=csv,noheader -i " +
                               pci_bus_id + " 2>/dev/null";
   FILE* pipe = popen(command.c_str(), "r");
-  if (!pipe)
-    return {};
+  if (!pipe) return {};
   std::array<char, 512> buffer{};
   std::string line;
-  if (std::fgets(buffer.data(), buffer.size(), pipe))
-    line = buffer.data();
+  if (std::fgets(buffer.data(), buffer.size(), pipe)) line = buffer.data();
   const int status = pclose(pipe);
   return status == 0 ? trim(line) : std::string();
 }
@@ -108,14 +106,11 @@ std::string gpu_folder_name(const std::string& gpu_name) {
   for (char c : gpu_name)
     lower += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   if (lower.find("h100") != std::string::npos) {
-    if (lower.find("pcie") != std::string::npos)
-      return "h100-pcie";
-    if (lower.find("nvl") != std::string::npos)
-      return "h100-nvl";
+    if (lower.find("pcie") != std::string::npos) return "h100-pcie";
+    if (lower.find("nvl") != std::string::npos) return "h100-nvl";
     return "h100-sxm";
   }
-  if (lower.find("h200") != std::string::npos)
-    return "h200";
+  if (lower.find("h200") != std::string::npos) return "h200";
   std::string folder;
   for (char c : lower) {
     const bool keep = std::isalnum(static_cast<unsigned char>(c));
@@ -125,8 +120,7 @@ std::string gpu_folder_name(const std::string& gpu_name) {
       folder += '-';
     }
   }
-  if (folder.rfind("nvidia-", 0) == 0)
-    folder = folder.substr(7);
+  if (folder.rfind("nvidia-", 0) == 0) folder = folder.substr(7);
   while (!folder.empty() && folder.back() == '-')
     folder.pop_back();
   return folder.empty() ? "unknown-gpu" : folder;

@@ -113,8 +113,7 @@ LstmParams generate_params(const ProblemSize& size, std::uint64_t seed) {
 }
 
 LstmParams load_params(const std::string& dir, const SizeFlags& flags) {
-  if (!std::filesystem::is_directory(dir))
-    fail(dir + ": not a directory");
+  if (!std::filesystem::is_directory(dir)) fail(dir + ": not a directory");
   LstmParams params;
   ProblemSize& size = params.size;
 
@@ -169,8 +168,7 @@ LstmParams load_params(const std::string& dir, const SizeFlags& flags) {
 void dump_outputs(const std::string& dir, const ProblemSize& size, const LstmOutputs& outputs) {
   std::error_code error;
   std::filesystem::create_directories(dir, error);
-  if (error)
-    fail(dir + ": cannot create directory: " + error.message());
+  if (error) fail(dir + ": cannot create directory: " + error.message());
   const std::size_t T = size.seq_len, B = size.batch, H = size.hidden, L = size.layers;
   write_npy(join(dir, "y.npy"), {T, B, H}, outputs.y.data());
   write_npy(join(dir, "hy.npy"), {L, B, H}, outputs.hy.data());

@@ -88,8 +88,7 @@ int run(const RunOptions& options, const StageInfo& info) {
       }
     }
   }
-  if (!options.check)
-    std::cout << "check: skipped (--no-check)\n";
+  if (!options.check) std::cout << "check: skipped (--no-check)\n";
 
   // 5. Timed runs.
   record.timing = time_forward([&](cudaStream_t s) { stage->forward(problem.tensors(), s); },

@@ -8,8 +8,7 @@
 namespace lstm {
 
 TimingStats summarize_runs(std::vector<double> runs_ms) {
-  if (runs_ms.empty())
-    throw std::invalid_argument("summarize_runs: no runs");
+  if (runs_ms.empty()) throw std::invalid_argument("summarize_runs: no runs");
   TimingStats stats;
   stats.runs_ms = runs_ms;
   std::sort(runs_ms.begin(), runs_ms.end());

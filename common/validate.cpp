@@ -16,10 +16,8 @@ std::string TensorCheck::worst_position(const std::vector<std::string>& axis_nam
   std::ostringstream text;
   text << name << "[";
   for (std::size_t axis = 0; axis < index.size(); ++axis) {
-    if (axis)
-      text << ", ";
-    if (axis < axis_names.size())
-      text << axis_names[axis] << "=";
+    if (axis) text << ", ";
+    if (axis < axis_names.size()) text << axis_names[axis] << "=";
     text << index[axis];
   }
   text << "]";
@@ -39,8 +37,7 @@ TensorCheck compare_tensor(const std::string& name, const std::vector<std::size_
     const double value = out[i];
     ref_squared += ref[i] * ref[i];
     if (!std::isfinite(value)) {  // NaN fails every comparison, so it is counted explicitly
-      if (check.nonfinite++ == 0)
-        first_nonfinite_index = i;
+      if (check.nonfinite++ == 0) first_nonfinite_index = i;
       continue;
     }
     const double diff = std::abs(value - ref[i]);
@@ -64,11 +61,9 @@ TensorCheck compare_tensor(const std::string& name, const std::vector<std::size_
 }
 
 bool CheckReport::passed() const {
-  if (tensors.empty())
-    return false;
+  if (tensors.empty()) return false;
   for (const TensorCheck& check : tensors) {
-    if (!check.passed)
-      return false;
+    if (!check.passed) return false;
   }
   return true;
 }
@@ -84,8 +79,7 @@ std::string CheckReport::describe() const {
     text << "check " << check.name << ": " << (check.passed ? "ok  " : "FAIL") << "  rel-norm err "
          << std::scientific << check.relative_norm << "  max-abs err " << check.max_absolute
          << std::defaultfloat << "  (" << check.compared << " elements";
-    if (check.nonfinite)
-      text << ", " << check.nonfinite << " NaN/Inf";
+    if (check.nonfinite) text << ", " << check.nonfinite << " NaN/Inf";
     text << ")\n";
     if (!check.passed) {
       const std::vector<std::string> axes = check.name == "y"

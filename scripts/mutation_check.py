@@ -26,7 +26,8 @@ MUTATIONS = [
     ("gpu", "stage 00 adds b_ih twice and never b_hh", "stages/00_naive/stage.cu",
      "gate[index] += b_ih[unit] + b_hh[unit];", "gate[index] += b_ih[unit] + b_ih[unit];", "gpu"),
     ("gpu", "stage 00 leaves the last element of each h_t unwritten", "stages/00_naive/stage.cu",
-     "  if (index >= count) return;\n  hidden_out", "  if (index >= count - 1) return;\n  hidden_out",
+     "  if (index >= count) return;\n  hidden_out[index]",
+     "  if (index >= count - 1) return;\n  hidden_out[index]",
      "gpu"),
     ("cpu", "the reference swaps the f and g gates", "reference/lstm_reference.cpp",
      "sigmoid(gates_b[kForgetGate * H + j])", "sigmoid(gates_b[kCellGate * H + j])", "cpu"),
@@ -72,6 +73,11 @@ def main():
                 continue
             log = Path("/tmp/mutation_test.log").read_text()
             failed = re.findall(r"^\s+\d+ - (\S+).*\(Failed\)$", log, re.M)
+            if not failed:
+                results.append(f"ERROR   {label}: ctest failed, but no test did (see "
+                               "/tmp/mutation_test.log)")
+                ok = False
+                continue
             results.append(f"caught  {label}: {len(failed)} tests failed, e.g. "
                            + ", ".join(failed[:2]))
         finally:

@@ -54,8 +54,7 @@ constexpr int kGateG = 2;              // the cell candidate g uses tanh, the ot
 __global__ void add_biases_kernel(float* gate, const float* b_ih, const float* b_hh, int hidden,
                                   int count) {
   const int index = blockIdx.x * blockDim.x + threadIdx.x;
-  if (index >= count)
-    return;
+  if (index >= count) return;
   const int unit = index % hidden;
   gate[index] += b_ih[unit] + b_hh[unit];
 }
@@ -63,16 +62,14 @@ __global__ void add_biases_kernel(float* gate, const float* b_ih, const float* b
 /// value = 1 / (1 + exp(-value)), in place.
 __global__ void sigmoid_kernel(float* values, int count) {
   const int index = blockIdx.x * blockDim.x + threadIdx.x;
-  if (index >= count)
-    return;
+  if (index >= count) return;
   values[index] = 1.0f / (1.0f + expf(-values[index]));
 }
 
 /// value = tanh(value), in place.
 __global__ void tanh_kernel(float* values, int count) {
   const int index = blockIdx.x * blockDim.x + threadIdx.x;
-  if (index >= count)
-    return;
+  if (index >= count) return;
   values[index] = tanhf(values[index]);
 }
 
@@ -80,8 +77,7 @@ __global__ void tanh_kernel(float* values, int count) {
 __global__ void cell_update_kernel(float* cell, const float* input_gate, const float* forget_gate,
                                    const float* candidate, int count) {
   const int index = blockIdx.x * blockDim.x + threadIdx.x;
-  if (index >= count)
-    return;
+  if (index >= count) return;
   cell[index] = forget_gate[index] * cell[index] + input_gate[index] * candidate[index];
 }
 
@@ -89,16 +85,14 @@ __global__ void cell_update_kernel(float* cell, const float* input_gate, const f
 __global__ void hidden_output_kernel(float* hidden_out, const float* output_gate, const float* cell,
                                      int count) {
   const int index = blockIdx.x * blockDim.x + threadIdx.x;
-  if (index >= count)
-    return;
+  if (index >= count) return;
   hidden_out[index] = output_gate[index] * tanhf(cell[index]);
 }
 
 class NaiveStage final : public Stage {
  public:
   ~NaiveStage() override {
-    if (cublas_)
-      cublasDestroy(cublas_);
+    if (cublas_) cublasDestroy(cublas_);
   }
 
   std::size_t workspace_bytes(const ProblemSize& s) const override {
