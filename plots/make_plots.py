@@ -35,13 +35,26 @@ def read_records(path):
     return records
 
 
+def is_canonical(record):
+    return all(record.get(key) == value for key, value in CANONICAL.items())
+
+
 def canonical_by_stage(records):
     """The latest canonical-config record of each stage, in stage order."""
     latest = {}
     for record in records:
-        if all(record.get(key) == value for key, value in CANONICAL.items()):
+        if is_canonical(record):
             latest[record["stage"]] = record
     return dict(sorted(latest.items()))
+
+
+def medians_by_stage(records):
+    """Every committed run's median ms of each stage at the canonical config."""
+    medians = {}
+    for record in records:
+        if is_canonical(record):
+            medians.setdefault(record["stage"], []).append(record["ms"]["median"])
+    return medians
 
 
 def plot_canonical(records, folder):
@@ -97,9 +110,10 @@ def replace_between_markers(path, name, text):
     path.write_text(pattern.sub(lambda m: m.group(1) + text + "\n" + m.group(2), source))
 
 
-def update_readmes(records, source):
+def update_readmes(records, all_medians, source):
     replace_between_markers(ROOT / "README.md", "results-table", results_table(records, source))
     for stage, r in records.items():
+        medians = all_medians.get(stage, [])
         readme = ROOT / "stages" / stage / "README.md"
         if not readme.exists():
             continue
@@ -111,6 +125,9 @@ def update_readmes(records, source):
                 f"check against the CPU reference: "
                 f"{'passed' if r['check'].get('passed') else 'not passed'}. "
                 f"Source: `{source}` (commit {env['git_commit']}, {env['date_utc'][:10]}).")
+        if len(medians) > 1:
+            text += (f" Across the {len(medians)} committed runs of this stage the median ranged "
+                     f"from {min(medians):.2f} to {max(medians):.2f} ms.")
         replace_between_markers(readme, "stage-result", text)
 
 
@@ -130,8 +147,8 @@ def main():
     if not args.no_readmes:
         if not readme_source.exists():
             sys.exit(f"{readme_source}: missing; the README tables are made from it")
-        records = canonical_by_stage(read_records(readme_source))
-        update_readmes(records, readme_source.relative_to(ROOT) if readme_source.is_relative_to(ROOT)
+        all_records = read_records(readme_source)
+        update_readmes(canonical_by_stage(all_records), medians_by_stage(all_records), readme_source.relative_to(ROOT) if readme_source.is_relative_to(ROOT)
                        else readme_source)
     for path in written:
         print(f"plots: wrote {path}")

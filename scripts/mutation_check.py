@@ -72,7 +72,7 @@ def main():
                 ok = False
                 continue
             log = Path("/tmp/mutation_test.log").read_text()
-            failed = re.findall(r"^\s+\d+ - (\S+).*\(Failed\)$", log, re.M)
+            failed = re.findall(r"^\s*\d+ - (\S+).*\((?:Failed|SEGFAULT|Exception|Timeout|Subprocess aborted)\)", log, re.M)
             if not failed:
                 results.append(f"ERROR   {label}: ctest failed, but no test did (see "
                                "/tmp/mutation_test.log)")
