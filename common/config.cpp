@@ -28,7 +28,8 @@ void validate_problem_size(const ProblemSize& size) {
   count_tensors(size);  // no tensor's element or byte count may overflow
 }
 
-RunOptions parse_command_line(int argc, const char* const* argv, const std::string& program) {
+RunOptions parse_command_line(int argc, const char* const* argv, const std::string& program,
+                              const ExtraOptions& extra) {
   RunOptions options;
   int hidden = 0, input_size = 0, batch = 0, seq_len = 0, layers = 0;
 
@@ -58,6 +59,7 @@ RunOptions parse_command_line(int argc, const char* const* argv, const std::stri
       ->check(CLI::ExistingDirectory);
   app.add_option("--dump", options.dump_dir, "write y.npy, hy.npy, cy.npy into DIR");
   app.add_option("--json", options.json_path, "append one JSON result record to FILE");
+  if (extra) extra(app);
 
   try {
     app.parse(argc, argv);

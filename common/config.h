@@ -5,11 +5,16 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <stdexcept>
 #include <string>
 
 #include "params.h"
 #include "problem.h"
+
+namespace CLI {
+class App;
+}
 
 namespace lstm {
 
@@ -39,9 +44,13 @@ class CliExit : public std::exception {
   std::string message_;
 };
 
-/// Parses the shared command line of `program` (a stage or a baseline).
+/// Adds a program's own flags to the shared ones (e.g. the cuDNN baseline's --algo).
+using ExtraOptions = std::function<void(CLI::App&)>;
+
+/// Parses the shared command line of `program` (a stage or a baseline), plus `extra` flags.
 /// \throws CliExit for --help (code 0) and for any bad flag or value (code 2, message says why).
-RunOptions parse_command_line(int argc, const char* const* argv, const std::string& program);
+RunOptions parse_command_line(int argc, const char* const* argv, const std::string& program,
+                              const ExtraOptions& extra = {});
 
 /// Checks sizes beyond positivity: element counts must not overflow, and every GEMM dimension and
 /// kernel index must fit cuBLAS's and CUDA's 32-bit ints.

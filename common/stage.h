@@ -6,6 +6,7 @@
 #include <cuda_runtime_api.h>
 
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -58,11 +59,11 @@ class Stage {
 };
 
 /// Makes a fresh instance of a stage.
-using StageFactory = std::unique_ptr<Stage> (*)();
+using StageFactory = std::function<std::unique_ptr<Stage>()>;
 
-/// A stage's name ("00_naive") and factory.
+/// A stage's name ("00_naive", "cudnn_standard") and factory.
 struct StageInfo {
-  const char* name;
+  std::string name;
   StageFactory make;
 };
 

@@ -84,7 +84,7 @@ TEST_P(StageVsReference, MatchesTheCpuReference) {
 }
 
 std::string case_name(const ::testing::TestParamInfo<StageVsReference::ParamType>& info) {
-  return std::string("stage_") + all_stages()[std::get<0>(info.param)].name + "_" +
+  return "stage_" + all_stages()[std::get<0>(info.param)].name + "_" +
          shapes()[std::get<1>(info.param)].label;
 }
 
@@ -115,7 +115,7 @@ TEST_P(StageVsPyTorch, ReproducesThePyTorchFixture) {
 INSTANTIATE_TEST_SUITE_P(AllStages, StageVsPyTorch,
                          ::testing::Range<std::size_t>(0, all_stages().size()),
                          [](const ::testing::TestParamInfo<std::size_t>& info) {
-                           return std::string("stage_") + all_stages()[info.param].name;
+                           return "stage_" + all_stages()[info.param].name;
                          });
 
 }  // namespace
