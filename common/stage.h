@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <functional>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -28,6 +29,13 @@ struct DeviceTensors {
   float* y = nullptr;              ///< (T, B, H), written by the stage
   float* hy = nullptr;             ///< (L, B, H), written by the stage
   float* cy = nullptr;             ///< (L, B, H), written by the stage
+};
+
+/// Thrown by Stage::prepare() when the implementation finds it cannot run the size after all
+/// (e.g. a library refuses the configuration); the harness reports it like unsupported_reason().
+class UnsupportedError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
 };
 
 /// One implementation of the LSTM forward pass.
@@ -51,6 +59,7 @@ class Stage {
   }
 
   /// One-time work outside the timed region: handles, streams, workspaces, weight re-layouts.
+  /// \throws UnsupportedError if the size turns out not to be supported.
   virtual void prepare(const DeviceTensors& tensors) = 0;
 
   /// Enqueues one whole forward pass on `stream`: reads the inputs, writes y, hy and cy.

@@ -69,20 +69,28 @@ int run_stages(const RunOptions& options, const std::vector<StageInfo>& stages,
   double fastest_ms = 0.0;
   for (const StageInfo& info : stages) {
     std::unique_ptr<Stage> stage = info.make();
+    auto report_unsupported = [&](const std::string& reason) {
+      (unsupported == Unsupported::kError ? std::cerr : std::cout)
+          << info.name << ": unsupported for " << size.describe() << ": " << reason << "\n";
+      if (unsupported == Unsupported::kError) status = 1;
+    };
     const std::string refused = stage->unsupported_reason(size, prop);
     if (!refused.empty()) {
-      (unsupported == Unsupported::kError ? std::cerr : std::cout)
-          << info.name << ": unsupported for " << size.describe() << ": " << refused << "\n";
-      if (unsupported == Unsupported::kError) status = 1;
+      report_unsupported(refused);
       continue;
     }
     if (!fits_in_memory(info.name, size, stage->workspace_bytes(size))) {
       status = 1;
       continue;
     }
+    try {
+      stage->prepare(problem.tensors());  // one-time work, outside every timed region
+    } catch (const UnsupportedError& error) {
+      report_unsupported(error.what());
+      continue;
+    }
     std::cout << info.name << "  " << size.describe() << "  fp32  " << data_source << "  on "
               << env.gpu_name << "\n";
-    stage->prepare(problem.tensors());  // one-time work, outside every timed region
 
     // 4. The checked run: poisoned outputs, no timing code around it.
     RunRecord record;
