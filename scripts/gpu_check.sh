@@ -3,7 +3,9 @@
 #   1. configure and build (Release, sm_90 unless CMAKE_CUDA_ARCHITECTURES says otherwise)
 #   2. every test, CPU and GPU; a GPU test that skips here counts as a failure
 #   3. every stage on the canonical config and three odd configs, checks on, results as JSON
-#   4. compute-sanitizer memcheck, racecheck and synccheck on every stage at a small config
+#   4. the cuDNN baseline (every algorithm) and PyTorch on the same configs, checks on
+#   5. compute-sanitizer memcheck, racecheck and synccheck on every stage at a small config
+#   6. the benchmarks (scripts/bench.sh): DIR/bench.json and DIR/pytorch.jsonl
 # Logs and results go into DIR. Exit status: non-zero if anything failed; the summary says what.
 #
 # usage: scripts/gpu_check.sh DIR        (environment: BUILD_DIR, default build-gpu)
@@ -78,7 +80,36 @@ for stage in "${stages[@]}"; do
   done
 done
 
-# ---- 4. compute-sanitizer on a small config (memory errors, shared-memory races, barriers)
+# ---- 4. the baselines on the same configs: cuDNN (every algorithm it accepts) and PyTorch
+python=${PYTORCH_PYTHON:-python3}
+if [ -x "$build/bin/lstm_cudnn" ]; then
+  run_step cudnn.canonical "$build/bin/lstm_cudnn" --algo all --json "$out/canonical.jsonl"
+  for i in "${!odd_configs[@]}"; do
+    # shellcheck disable=SC2086
+    run_step "cudnn.odd$i" "$build/bin/lstm_cudnn" --algo all ${odd_configs[$i]} --json "$out/odd.jsonl"
+  done
+else
+  summary+=("FAILED  cudnn: the cuDNN baseline was not built (cuDNN not found)")
+  failures+=(cudnn)
+fi
+run_step pytorch.fixture "$python" baselines/pytorch/lstm_pytorch.py --load tests/data/pytorch_fixture
+pytorch_checked() {  # PyTorch at one config, checked against the reference's --dump
+  local data
+  data=$(mktemp -d)
+  "$build/bin/lstm_reference" "$@" --save-inputs "$data" --dump "$data" &&
+    "$python" baselines/pytorch/lstm_pytorch.py --load "$data" --check-dir "$data" \
+      --json "$out/$json_file"
+  local status=$?
+  rm -rf "$data"
+  return $status
+}
+json_file=canonical.jsonl run_step pytorch.canonical pytorch_checked
+for i in "${!odd_configs[@]}"; do
+  # shellcheck disable=SC2086
+  json_file=odd.jsonl run_step "pytorch.odd$i" pytorch_checked ${odd_configs[$i]}
+done
+
+# ---- 5. compute-sanitizer on a small config (memory errors, shared-memory races, barriers)
 small="--hidden 40 --input-size 24 --batch 3 --seq 4 --layers 2 --iters 1 --warmup 0"
 for stage in "${stages[@]}"; do
   for tool in memcheck racecheck synccheck; do
@@ -87,6 +118,11 @@ for stage in "${stages[@]}"; do
       "$build/bin/$stage" $small
   done
 done
+
+# ---- 6. the benchmarks (skip with LSTM_SKIP_BENCH=1)
+if [ "${LSTM_SKIP_BENCH:-0}" != 1 ]; then
+  run_step bench env BUILD_DIR="$build" PYTORCH_PYTHON="$python" scripts/bench.sh "$out"
+fi
 
 # ---- summary: one line per step, then the timings of the canonical runs
 {
