@@ -1,0 +1,214 @@
+// The cuDNN baseline, every algorithm, against the CPU reference on odd shapes and against the
+// PyTorch fixture. These tests need a CUDA GPU and are skipped, with the reason, without one. An
+// algorithm that cuDNN refuses for a shape (UnsupportedError from prepare) is skipped with
+// cuDNN's message: a documented refusal, not a pass.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <iostream>
+#include <memory>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "cudnn_lstm.h"
+#include "device_problem.h"
+
+namespace lstm {
+namespace {
+
+namespace cudnn = baseline_cudnn;
+
+struct Shape {
+  const char* label;
+  ProblemSize size;
+};
+
+ProblemSize make_size(int hidden, int input_size, int batch, int seq_len, int layers) {
+  ProblemSize s;
+  s.hidden = hidden;
+  s.input_size = input_size;
+  s.batch = batch;
+  s.seq_len = seq_len;
+  s.layers = layers;
+  return s;
+}
+
+// Odd shapes: I != H with L = 3, B = 1, T = 1, H not a multiple of 32 (37, 50, 45, 1), I > H;
+// and one multiple-of-128 shape that the persistent algorithms are most likely to accept.
+const std::vector<Shape>& shapes() {
+  static const std::vector<Shape> list = {
+      {"I_ne_H_L3", make_size(37, 19, 3, 7, 3)},
+      {"B1", make_size(64, 64, 1, 9, 2)},
+      {"T1", make_size(50, 30, 5, 1, 1)},
+      {"H1", make_size(1, 3, 2, 4, 2)},
+      {"I_gt_H", make_size(45, 100, 6, 5, 2)},
+      {"medium", make_size(256, 128, 16, 20, 2)},
+      {"H256_B8_L1", make_size(256, 256, 8, 16, 1)},
+  };
+  return list;
+}
+
+/// Skips the calling test, saying why, where no GPU is present (a macro: GTEST_SKIP returns
+/// from the function it is written in).
+#define SKIP_WITHOUT_GPU()                                                       \
+  do {                                                                           \
+    std::string why_;                                                            \
+    if (!cuda_device_available(&why_)) {                                         \
+      GTEST_SKIP() << "no CUDA GPU (" << why_ << "): this GPU test was not run"; \
+    }                                                                            \
+  } while (0)
+
+/// Runs the stage `info` on `params` twice (two forward passes after one prepare) and stores
+/// both runs' outputs in `runs`. Returns false, with cuDNN's reason in `refused`, when prepare()
+/// throws UnsupportedError.
+///
+/// Unlike the stages' test, the two runs are not required to agree bit for bit: cuDNN's release
+/// notes (7.6.5) say its RNN calls may be nondeterministic when cuBLAS runs on several internal
+/// streams, and cuDNN is not ours to fix. Instead each run must pass the check on its own, which
+/// still catches a forward pass that depends on state left by an earlier one. A bitwise
+/// difference is printed, for the record.
+bool run_algo(const StageInfo& info, const LstmParams& params, std::vector<LstmOutputs>* runs,
+              std::string* refused) {
+  std::unique_ptr<Stage> stage = info.make();
+  cudaDeviceProp prop{};
+  CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+  const std::string unsupported = stage->unsupported_reason(params.size, prop);
+  EXPECT_EQ(unsupported, "") << info.name << " refuses " << params.size.describe();
+  DeviceProblem problem(params);
+  try {
+    stage->prepare(problem.tensors());
+  } catch (const UnsupportedError& error) {
+    *refused = error.what();
+    return false;
+  }
+  cudaStream_t stream;
+  CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  runs->clear();
+  runs->push_back(run_forward_for_check(*stage, problem, stream));
+  runs->push_back(run_forward_for_check(*stage, problem, stream));
+  CUDA_CHECK(cudaStreamDestroy(stream));
+  if (std::memcmp(runs->at(0).y.data(), runs->at(1).y.data(),
+                  runs->at(0).y.size() * sizeof(float)) != 0) {
+    std::cout << "[   INFO   ] " << info.name << " " << params.size.describe()
+              << ": the two forward passes differ bitwise in y (each is checked)\n";
+  }
+  return true;
+}
+
+StageInfo algo_info(std::size_t index) {
+  return cudnn::stage_info(cudnn::all_algos().at(index));
+}
+
+TEST(CudnnNames, AlgorithmsAndStageNames) {
+  ASSERT_EQ(cudnn::all_algos().size(), 3u);
+  EXPECT_EQ(cudnn::algo_name(cudnn::Algo::kStandard), "standard");
+  EXPECT_EQ(cudnn::algo_name(cudnn::Algo::kPersistStatic), "persist_static");
+  EXPECT_EQ(cudnn::algo_name(cudnn::Algo::kPersistDynamic), "persist_dynamic");
+  EXPECT_EQ(cudnn::stage_info(cudnn::Algo::kStandard).name, "cudnn_standard");
+  EXPECT_EQ(cudnn::stage_info(cudnn::Algo::kPersistDynamic).name, "cudnn_persist_dynamic");
+  for (cudnn::Algo algo : cudnn::all_algos())
+    EXPECT_EQ(cudnn::algo_from_name(cudnn::algo_name(algo)), algo);
+  EXPECT_THROW(cudnn::algo_from_name("bogus"), std::invalid_argument);
+}
+
+class CudnnVsReference : public ::testing::TestWithParam<std::tuple<std::size_t, std::size_t>> {};
+
+TEST_P(CudnnVsReference, MatchesTheCpuReference) {
+  SKIP_WITHOUT_GPU();
+  const StageInfo info = algo_info(std::get<0>(GetParam()));
+  const Shape& shape = shapes()[std::get<1>(GetParam())];
+  const LstmParams params = generate_params(shape.size, 42);
+  std::vector<LstmOutputs> runs;
+  std::string refused;
+  if (!run_algo(info, params, &runs, &refused)) {
+    GTEST_SKIP() << info.name << " refused " << shape.size.describe() << ": " << refused;
+  }
+  for (std::size_t run = 0; run < runs.size(); ++run) {
+    const CheckReport report = check_against_reference(params, runs[run], shape.size.seq_len);
+    EXPECT_TRUE(report.passed()) << info.name << " " << shape.size.describe() << ", forward pass "
+                                 << run + 1 << "\n"
+                                 << report.describe();
+    EXPECT_EQ(report.tensors.size(), 3u);  // y, hy and cy all compared
+  }
+}
+
+std::string case_name(const ::testing::TestParamInfo<CudnnVsReference::ParamType>& info) {
+  return algo_info(std::get<0>(info.param)).name + "_" + shapes()[std::get<1>(info.param)].label;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    AllAlgos, CudnnVsReference,
+    ::testing::Combine(::testing::Range<std::size_t>(0, cudnn::all_algos().size()),
+                       ::testing::Range<std::size_t>(0, shapes().size())),
+    case_name);
+
+class CudnnVsPyTorch : public ::testing::TestWithParam<std::size_t> {};
+
+TEST_P(CudnnVsPyTorch, ReproducesThePyTorchFixture) {
+  SKIP_WITHOUT_GPU();
+  const StageInfo info = algo_info(GetParam());
+  const std::string dir = std::string(LSTM_TEST_DATA_DIR) + "/pytorch_fixture";
+  const LstmParams params = load_params(dir, {});
+  const LstmOutputs torch = load_outputs(dir, params.size);
+  std::vector<LstmOutputs> runs;
+  std::string refused;
+  if (!run_algo(info, params, &runs, &refused)) {
+    GTEST_SKIP() << info.name << " refused the fixture (" << params.size.describe()
+                 << "): " << refused;
+  }
+  // PyTorch's outputs (float64, stored as float32) play the reference here.
+  const std::vector<double> y(torch.y.begin(), torch.y.end());
+  const std::vector<double> hy(torch.hy.begin(), torch.hy.end());
+  const std::vector<double> cy(torch.cy.begin(), torch.cy.end());
+  const ProblemSize& s = params.size;
+  for (std::size_t run = 0; run < runs.size(); ++run) {
+    const LstmOutputs& out = runs[run];
+    const CheckReport report = check_outputs(s.batch, s.hidden, s.layers, s.seq_len, s.seq_len,
+                                             out.y, out.hy, out.cy, y, hy, cy);
+    EXPECT_TRUE(report.passed()) << info.name << " vs PyTorch, forward pass " << run + 1 << "\n"
+                                 << report.describe();
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(AllAlgos, CudnnVsPyTorch,
+                         ::testing::Range<std::size_t>(0, cudnn::all_algos().size()),
+                         [](const ::testing::TestParamInfo<std::size_t>& info) {
+                           return algo_info(info.param).name;
+                         });
+
+/// Counts the NaN and Inf elements of `values`.
+std::size_t count_nonfinite(const std::vector<float>& values) {
+  std::size_t count = 0;
+  for (float value : values)
+    if (!std::isfinite(value)) ++count;
+  return count;
+}
+
+// cuDNN's STANDARD algorithm must accept the canonical configuration (the 2016 blog's): prepare
+// must not throw, and a forward pass must write every output (no reference run: it is large).
+TEST(CudnnStandard, SupportsTheCanonicalConfig) {
+  SKIP_WITHOUT_GPU();
+  const ProblemSize size;  // the defaults are the canonical config: H=512 B=64 T=100 L=4, I=H
+  ASSERT_EQ(size.describe(), make_size(512, 512, 64, 100, 4).describe());
+  const LstmParams params = generate_params(size, 1);
+  std::unique_ptr<Stage> stage = cudnn::make(cudnn::Algo::kStandard);
+  DeviceProblem problem(params);
+  try {
+    stage->prepare(problem.tensors());
+  } catch (const UnsupportedError& error) {
+    FAIL() << "cudnn_standard refuses the canonical config " << size.describe() << ": "
+           << error.what();
+  }
+  cudaStream_t stream;
+  CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  const LstmOutputs outputs = run_forward_for_check(*stage, problem, stream);  // poisons first
+  CUDA_CHECK(cudaStreamDestroy(stream));
+  EXPECT_EQ(count_nonfinite(outputs.y), 0u) << "y has NaN/Inf (unwritten) elements";
+  EXPECT_EQ(count_nonfinite(outputs.hy), 0u) << "hy has NaN/Inf (unwritten) elements";
+  EXPECT_EQ(count_nonfinite(outputs.cy), 0u) << "cy has NaN/Inf (unwritten) elements";
+}
+
+}  // namespace
+}  // namespace lstm
