@@ -27,7 +27,8 @@ ProblemSize make_size(int hidden, int input_size, int batch, int seq_len, int la
   return s;
 }
 
-// Odd shapes: I != H, B = 1, T = 1, L = 3, H not a multiple of 32 (and H = 1).
+// Odd shapes: I != H, B = 1, T = 1, L = 3, H not a multiple of 32 (and H = 1), T not a multiple
+// of the stages' 10-step chunks.
 const std::vector<Shape>& shapes() {
   static const std::vector<Shape> list = {
       {"I_ne_H_L3", make_size(37, 19, 3, 7, 3)}, {"B1", make_size(64, 64, 1, 9, 2)},
