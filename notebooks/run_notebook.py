@@ -17,10 +17,15 @@ import sys
 import tempfile
 from pathlib import Path
 
-import nbformat
-from jupyter_client import AsyncKernelManager
-from nbclient import NotebookClient
-from nbclient.exceptions import CellExecutionError, DeadKernelError
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "plots"))
+from require_modules import require  # noqa: E402
+
+require("numpy", "matplotlib", "nbformat", "nbclient", "ipykernel")
+
+import nbformat  # noqa: E402
+from jupyter_client import AsyncKernelManager  # noqa: E402
+from nbclient import NotebookClient  # noqa: E402
+from nbclient.exceptions import CellExecutionError, DeadKernelError  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 KERNEL = "lstm-stages-venv"

@@ -19,6 +19,11 @@ import tempfile
 import unittest
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from require_modules import require  # noqa: E402
+
+require("numpy", "matplotlib")
+
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "plots" / "make_plots.py"
 FIXTURE = ROOT / "plots" / "testdata" / "synthetic"
