@@ -27,8 +27,8 @@
  * back to back). 7,200 launches x ~5 µs ≈ 35 ms of launch-bound time for 107 GFLOP, so expect
  * roughly 30-50 ms, about 2-3 TFLOP/s: a few percent of the H100's FP32 rate.
  *
- * Measured (results/h100-sxm/canonical.jsonl, README.md): 55-72 ms on the H100, 1.5-1.9 TFLOP/s,
- * about 10 µs per launch: cuBLAS's host-side work doubles the cost of a bare launch.
+ * Measured (results/h100-sxm/, README.md): 55-83 ms on the H100 depending on the run, 1.3-1.9
+ * TFLOP/s, about 10 µs per launch: cuBLAS's host-side work doubles the cost of a bare launch.
  *
  * Layouts: PyTorch's, row-major. cuBLAS is column-major, so a row-major (4H, I) weight is a
  * column-major (I, 4H) matrix: we ask for its transpose (CUBLAS_OP_T). x_t (B, I) row-major is
