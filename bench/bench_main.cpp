@@ -23,6 +23,7 @@
 #include "device_problem.h"
 #include "environment.h"
 #include "fp32_peak.h"
+#include "grid_barrier.h"
 #include "report.h"
 #include "stage_registry.h"
 #include "timing.h"
@@ -36,6 +37,9 @@ namespace {
 constexpr int kIterations = 20;  // timed forward passes per benchmark
 constexpr int kWarmup = 3;       // untimed forward passes before them
 constexpr std::uint64_t kSeed = 1;
+constexpr int kGridSyncThreads = 128;     // threads per block of the grid barrier benchmark
+constexpr int kGridSyncBarriers = 10000;  // grid barriers per timed launch
+constexpr int kH100SmCount = 132;         // grid barrier block counts listed without a GPU
 
 struct Config {
   std::string group;
@@ -193,6 +197,23 @@ void bench_fp32_peak(benchmark::State& state) {
   state.counters["tflops"] = flops / (best_ms * 1e-3) / 1e12;
 }
 
+void bench_grid_sync(benchmark::State& state, int blocks) {
+  double us = 0.0;
+  for (auto _ : state) {
+    try {
+      us = measure_grid_sync_us(blocks, kGridSyncThreads, kGridSyncBarriers);
+    } catch (const CudaError&) {
+      throw;
+    } catch (const std::runtime_error& error) {  // the blocks cannot all be resident at once
+      skip(state, std::string("unsupported: ") + error.what());
+      break;
+    }
+    state.SetIterationTime(us * 1e-6);
+  }
+  state.counters["us_per_barrier"] = us;
+  state.counters["blocks"] = blocks;
+}
+
 void add_environment_context(const Environment& env) {
   benchmark::AddCustomContext("gpu", env.gpu_name);
   benchmark::AddCustomContext("compute_capability", env.compute_capability);
@@ -228,6 +249,22 @@ int main(int argc, char** argv) {
         ->UseManualTime()
         ->Iterations(1)
         ->Unit(benchmark::kMillisecond);
+    int sm_count = kH100SmCount;
+    if (cuda_device_available()) {
+      CUDA_CHECK(cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, 0));
+    }
+    std::vector<int> grid_sync_blocks = {sm_count};
+    for (int blocks : {64, 32}) {
+      if (blocks != sm_count) grid_sync_blocks.push_back(blocks);
+    }
+    for (int blocks : grid_sync_blocks) {
+      benchmark::RegisterBenchmark(
+          ("grid_sync/blocks:" + std::to_string(blocks)).c_str(),
+          [blocks](benchmark::State& state) { bench_grid_sync(state, blocks); })
+          ->UseManualTime()
+          ->Iterations(1)
+          ->Unit(benchmark::kMicrosecond);
+    }
     // Configuration-major order: each configuration's data is generated once for all of them.
     static const std::vector<Config> configs = standard_configs();
     static const std::vector<StageInfo> impls = implementations();

@@ -94,7 +94,37 @@ struct LayerArgs {
   float* hy;                // (B, H) final h
   float* cy;                // (B, H) final c
   int hidden, batch, seq_len, units_per_block;
+  int rows_staged;  // rows of h_{t-1} staged in shared memory at once (a multiple of the tile)
 };
+
+/// Copies rows [first, first + rows) of h (B x H floats, row-major, global memory) into
+/// `stage` (rows x Hp floats; zeros past B and past H) with every copy in flight at once.
+/// cp.async.cg goes through L2 only: h was just written by other SMs, and the SMs' L1 caches
+/// are not coherent. (For H not a multiple of 4, rows are not 16-byte aligned: plain loads.)
+__device__ void stage_h_rows(float4* stage, const float* h, int first, int rows, int B, int H,
+                             int Hp) {
+  const int rows4 = Hp / 4;
+  if (H % 4 == 0) {
+    for (int i = threadIdx.x; i < rows * rows4; i += blockDim.x) {
+      const int b = first + i / rows4;
+      const float4* source =
+          reinterpret_cast<const float4*>(h + static_cast<std::size_t>(min(b, B - 1)) * H) +
+          i % rows4;
+      const unsigned target = static_cast<unsigned>(__cvta_generic_to_shared(stage + i));
+      const int bytes = b < B ? 16 : 0;  // rows past B: zero-filled, nothing read
+      asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(target), "l"(source),
+                   "r"(bytes));
+    }
+    asm volatile("cp.async.commit_group;\n" ::);
+    asm volatile("cp.async.wait_group 0;\n" ::);
+  } else {
+    float* out = reinterpret_cast<float*>(stage);
+    for (int i = threadIdx.x; i < rows * Hp; i += blockDim.x) {
+      const int b = first + i / Hp, k = i % Hp;
+      out[i] = (b < B && k < H) ? __ldcg(h + static_cast<std::size_t>(b) * H + k) : 0.0f;
+    }
+  }
+}
 
 /// One round of recursive halving: lanes that differ in bit `kWidth * (32 / kValues)` swap
 /// halves of their first 2 * kWidth values, each keeping (and adding into) one half.
@@ -132,8 +162,8 @@ __device__ void warp_reduce_halving(float (&values)[kValues], int lane) {
 /// The persistent kernel of one layer: all T steps.
 /// Mapping: grid = ceil(H / J) blocks, J warps per block; warp w of block k owns hidden unit
 /// j = k*J + w (its 4 gate rows of W_hh live in this block's shared memory for the whole
-/// sequence). Dynamic shared memory: W slice (J*4 rows x Hp floats), h tile (kBatchTile x Hp),
-/// cell state (B x J).
+/// sequence). Dynamic shared memory: W slice (J*4 rows x Hp floats), staged rows of h_{t-1}
+/// (rows_staged x Hp), cell state (B x J).
 template <int kBatchTile>
 __global__ void __launch_bounds__(kMaxThreads) persistent_lstm_kernel(LayerArgs a) {
   constexpr int kValues = kGates * kBatchTile;  // partial sums per lane: (gate, batch row)
@@ -141,10 +171,10 @@ __global__ void __launch_bounds__(kMaxThreads) persistent_lstm_kernel(LayerArgs 
   cg::grid_group grid = cg::this_grid();
   extern __shared__ float4 shared[];
   const int H = a.hidden, B = a.batch, J = a.units_per_block, Hp = padded_hidden(H);
-  const int rows4 = Hp / 4;                                             // float4 per row
-  float4* w_slice = shared;                                             // [J][4][rows4]
-  float4* h_tile = w_slice + J * kGates * rows4;                        // [kBatchTile][rows4]
-  float* cell = reinterpret_cast<float*>(h_tile + kBatchTile * rows4);  // [B][J]
+  const int rows4 = Hp / 4;                                                // float4 per row
+  float4* w_slice = shared;                                                // [J][4][rows4]
+  float4* h_rows = w_slice + J * kGates * rows4;                           // [rows_staged][rows4]
+  float* cell = reinterpret_cast<float*>(h_rows + a.rows_staged * rows4);  // [B][J]
 
   const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
   const int unit = blockIdx.x * J + warp;  // this warp's hidden unit
@@ -174,58 +204,65 @@ __global__ void __launch_bounds__(kMaxThreads) persistent_lstm_kernel(LayerArgs 
   for (int t = 0; t < a.seq_len; ++t) {
     const float* h_prev = t == 0 ? a.h0 : a.h_sequence + static_cast<std::size_t>(t - 1) * B * H;
     float* h_out = a.h_sequence + static_cast<std::size_t>(t) * B * H;
-    for (int b0 = 0; b0 < B; b0 += kBatchTile) {
-      // Stage h_{t-1} rows b0 .. b0+kBatchTile-1 (zeros past B and past H), read through L2.
-      for (int i = threadIdx.x; i < kBatchTile * Hp; i += blockDim.x) {
-        const int b = b0 + i / Hp, k = i % Hp;
-        reinterpret_cast<float*>(h_tile)[i] =
-            (b < B && k < H) ? __ldcg(h_prev + static_cast<std::size_t>(b) * H + k) : 0.0f;
-      }
+    for (int first = 0; first < B; first += a.rows_staged) {
+      // Stage as many rows of h_{t-1} as fit (all of them when shared memory allows).
+      stage_h_rows(h_rows, h_prev, first, a.rows_staged, B, H, Hp);
       __syncthreads();
+      for (int b0 = first; b0 < min(B, first + a.rows_staged); b0 += kBatchTile) {
+        const float4* h_tile = h_rows + (b0 - first) * rows4;
+        // The input part of this lane's (unit, batch row): loaded now, used after the FMAs.
+        const int b = b0 + my_batch;
+        const bool writes = owner && unit_valid && b < B;
+        float input_part[kGates] = {};
+        if (writes) {
+          const float* in = a.input_part + (static_cast<std::size_t>(t) * B + b) * 4 * H;
+#pragma unroll
+          for (int q = 0; q < kGates; ++q)
+            input_part[q] = in[q * H + unit];
+        }
 
-      // Partial dot products of this unit's 4 gate rows with the tile's h rows.
-      float sums[kValues] = {};  // index q * kBatchTile + b
-      for (int k4 = lane; k4 < rows4; k4 += kWarpSize) {
-        float4 w[kGates];
+        // Partial dot products of this unit's 4 gate rows with the tile's h rows.
+        float sums[kValues] = {};  // index q * kBatchTile + b
+        for (int k4 = lane; k4 < rows4; k4 += kWarpSize) {
+          float4 w[kGates];
 #pragma unroll
-        for (int q = 0; q < kGates; ++q)
-          w[q] = my_rows[q * rows4 + k4];
+          for (int q = 0; q < kGates; ++q)
+            w[q] = my_rows[q * rows4 + k4];
 #pragma unroll
-        for (int b = 0; b < kBatchTile; ++b) {
-          const float4 h = h_tile[b * rows4 + k4];
+          for (int row = 0; row < kBatchTile; ++row) {
+            const float4 h = h_tile[row * rows4 + k4];
 #pragma unroll
-          for (int q = 0; q < kGates; ++q) {
-            float& s = sums[q * kBatchTile + b];
-            s = fmaf(w[q].x, h.x, s);
-            s = fmaf(w[q].y, h.y, s);
-            s = fmaf(w[q].z, h.z, s);
-            s = fmaf(w[q].w, h.w, s);
+            for (int q = 0; q < kGates; ++q) {
+              float& s = sums[q * kBatchTile + row];
+              s = fmaf(w[q].x, h.x, s);
+              s = fmaf(w[q].y, h.y, s);
+              s = fmaf(w[q].z, h.z, s);
+              s = fmaf(w[q].w, h.w, s);
+            }
           }
         }
-      }
-      warp_reduce_halving(sums, lane);  // lane l: the sum of index l / kLanesPerValue
+        warp_reduce_halving(sums, lane);  // lane l: the sum of index l / kLanesPerValue
 
-      // Gather i, f, g, o of batch row my_batch into the lane that owns it.
-      float pre[kGates];
-#pragma unroll
-      for (int q = 0; q < kGates; ++q) {
-        const int source = (q * kBatchTile + my_batch) * kLanesPerValue;
-        pre[q] = __shfl_sync(kFullMask, sums[0], source);
-      }
-      const int b = b0 + my_batch;
-      if (owner && unit_valid && b < B) {
-        const float* input_part = a.input_part + (static_cast<std::size_t>(t) * B + b) * 4 * H;
-        float act[kGates];
+        // Gather i, f, g, o of batch row my_batch into the lane that owns it.
+        float pre[kGates];
 #pragma unroll
         for (int q = 0; q < kGates; ++q) {
-          const float z = pre[q] + input_part[q * H + unit] + bias[q];
-          act[q] = q == kGateG ? tanhf(z) : 1.0f / (1.0f + expf(-z));
+          const int source = (q * kBatchTile + my_batch) * kLanesPerValue;
+          pre[q] = __shfl_sync(kFullMask, sums[0], source);
         }
-        float& c = cell[b * J + warp];
-        c = act[1] * c + act[0] * act[kGateG];                              // c = f*c + i*g
-        h_out[static_cast<std::size_t>(b) * H + unit] = act[3] * tanhf(c);  // h = o*tanh(c)
+        if (writes) {
+          float act[kGates];
+#pragma unroll
+          for (int q = 0; q < kGates; ++q) {
+            const float z = pre[q] + input_part[q] + bias[q];
+            act[q] = q == kGateG ? tanhf(z) : 1.0f / (1.0f + expf(-z));
+          }
+          float& c = cell[b * J + warp];
+          c = act[1] * c + act[0] * act[kGateG];                              // c = f*c + i*g
+          h_out[static_cast<std::size_t>(b) * H + unit] = act[3] * tanhf(c);  // h = o*tanh(c)
+        }
       }
-      __syncthreads();  // the next tile overwrites h_tile
+      __syncthreads();  // the next chunk of rows overwrites h_rows
     }
     grid.sync();  // every block's h_t is written before any block reads it
   }
@@ -247,21 +284,27 @@ int batch_tile(int batch) {
 
 /// Launch shape of one layer's kernel on `device`.
 struct Launch {
-  int units_per_block = 0, blocks = 0, threads = 0, tile = 0;
+  int units_per_block = 0, blocks = 0, threads = 0, tile = 0, rows_staged = 0;
   std::size_t shared_bytes = 0;
 };
 
-Launch plan_launch(const ProblemSize& s, int sm_count) {
+Launch plan_launch(const ProblemSize& s, int sm_count, std::size_t shared_limit) {
   Launch launch;
   launch.units_per_block = ceil_div(s.hidden, sm_count);
   launch.blocks = ceil_div(s.hidden, launch.units_per_block);
   launch.threads = launch.units_per_block * kWarpSize;
   launch.tile = batch_tile(s.batch);
   const std::size_t hp = padded_hidden(s.hidden);
-  launch.shared_bytes = (static_cast<std::size_t>(launch.units_per_block) * kGates * hp +
-                         static_cast<std::size_t>(launch.tile) * hp +
-                         static_cast<std::size_t>(s.batch) * launch.units_per_block) *
-                        sizeof(float);
+  const std::size_t fixed = (static_cast<std::size_t>(launch.units_per_block) * kGates * hp +
+                             static_cast<std::size_t>(s.batch) * launch.units_per_block) *
+                            sizeof(float);
+  // Stage all of h_{t-1} at once if it fits, else as many whole tiles as fit (at least one).
+  const std::size_t row_bytes = hp * sizeof(float);
+  const int all_rows = ceil_div(s.batch, launch.tile) * launch.tile;
+  const std::size_t fit = shared_limit > fixed ? (shared_limit - fixed) / row_bytes : 0;
+  launch.rows_staged =
+      std::max(launch.tile, std::min(all_rows, static_cast<int>(fit / launch.tile * launch.tile)));
+  launch.shared_bytes = fixed + launch.rows_staged * row_bytes;
   return launch;
 }
 
@@ -291,7 +334,7 @@ class PersistentStage final : public Stage {
 
   std::string unsupported_reason(const ProblemSize& s,
                                  const cudaDeviceProp& device) const override {
-    const Launch launch = plan_launch(s, device.multiProcessorCount);
+    const Launch launch = plan_launch(s, device.multiProcessorCount, device.sharedMemPerBlockOptin);
     std::ostringstream why;
     if (launch.threads > kMaxThreads) {
       why << "H = " << s.hidden << " needs " << launch.units_per_block
@@ -303,7 +346,8 @@ class PersistentStage final : public Stage {
     if (launch.shared_bytes > limit) {
       // Find the largest H that fits, to say what would work.
       ProblemSize fits = s;
-      while (fits.hidden > 1 && plan_launch(fits, device.multiProcessorCount).shared_bytes > limit)
+      while (fits.hidden > 1 &&
+             plan_launch(fits, device.multiProcessorCount, limit).shared_bytes > limit)
         --fits.hidden;
       why << "the recurrent weights do not fit on chip: a block would need "
           << launch.shared_bytes / 1024 << " KiB of shared memory for " << launch.units_per_block
@@ -340,8 +384,9 @@ class PersistentStage final : public Stage {
     const std::size_t sequence = static_cast<std::size_t>(s.seq_len) * s.batch * s.hidden;
     int device = 0;
     CUDA_CHECK(cudaGetDevice(&device));
-    CUDA_CHECK(cudaDeviceGetAttribute(&sm_count_, cudaDevAttrMultiProcessorCount, device));
-    launch_ = plan_launch(s, sm_count_);
+    cudaDeviceProp prop{};
+    CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
+    launch_ = plan_launch(s, prop.multiProcessorCount, prop.sharedMemPerBlockOptin);
     CUDA_CHECK(cudaFuncSetAttribute(kernel_for(launch_.tile),
                                     cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     static_cast<int>(launch_.shared_bytes)));
@@ -378,7 +423,8 @@ class PersistentStage final : public Stage {
                      H,
                      B,
                      s.seq_len,
-                     launch_.units_per_block};
+                     launch_.units_per_block,
+                     launch_.rows_staged};
       void* kernel_args[] = {&args};
       // The whole recurrence of the layer: one launch, all blocks resident at once.
       CUDA_CHECK(cudaLaunchCooperativeKernel(kernel_for(launch_.tile), dim3(launch_.blocks),
@@ -388,7 +434,6 @@ class PersistentStage final : public Stage {
   }
 
  private:
-  int sm_count_ = 0;
   Launch launch_;
   cublasHandle_t cublas_ = nullptr;
   DeviceBuffer<float> input_part_;        // (T, B, 4H): the input GEMM's result, one layer
