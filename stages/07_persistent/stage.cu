@@ -28,9 +28,11 @@
  *   - Units per block J = ceil(H / SMs); blocks = ceil(H / J) <= SMs (one block per SM, all
  *     co-resident, as a cooperative launch requires). Block k owns hidden units k*J .. k*J+J-1
  *     and, for each, its four gate rows of W_hh: 4J rows of H floats in shared memory.
- *   - One warp per unit: warp w of block k computes all four gates of unit j = k*J + w, for a
- *     tile of kBatchTile batch rows at a time. Lanes split the H-long dot products into float4
- *     pieces (lane l takes k = 4l, 4l + 128, ...), so a lane holds 4 x kBatchTile partial sums.
+ *   - G warps per unit: warp w of block k computes all four gates of unit j = k*J + w % J, for
+ *     batch tiles (kBatchTile rows each) w / J, w / J + G, ...; G = 1 for a single tile, up to
+ *     16 warps per block for large batches, so that an SM has enough warps to keep busy. Lanes
+ * split the H-long dot products into float4 pieces (lane l takes k = 4l, 4l + 128, ...), so a lane
+ * holds 4 x kBatchTile partial sums.
  *   - h_{t-1} of the batch tile is staged in shared memory by the whole block (every warp of the
  *     block needs all of it), read from global memory through L2 (__ldcg: the L1 caches of the
  *     SMs are not coherent, and h_{t-1} was written by other blocks).
@@ -75,7 +77,7 @@ constexpr int kGates = 4;      // i, f, g, o
 constexpr int kGateG = 2;      // the cell candidate g uses tanh, the others sigmoid
 constexpr int kWarpSize = 32;  // lanes per warp: one warp per hidden unit
 constexpr unsigned kFullMask = 0xFFFFFFFFu;
-constexpr int kMaxThreads = 384;  // 12 warps: up to 170 registers per thread, no spills
+constexpr int kMaxThreads = 512;  // 16 warps: up to 128 registers per thread, no spills
 
 /// H rounded up to a multiple of 4, so every row is a whole number of float4.
 __host__ __device__ int padded_hidden(int hidden) {
@@ -95,6 +97,7 @@ struct LayerArgs {
   float* cy;                // (B, H) final c
   int hidden, batch, seq_len, units_per_block;
   int rows_staged;  // rows of h_{t-1} staged in shared memory at once (a multiple of the tile)
+  int tile_groups;  // G: warps per unit; warp group g takes batch tiles g, g + G, ...
 };
 
 /// Copies rows [first, first + rows) of h (B x H floats, row-major, global memory) into
@@ -177,7 +180,8 @@ __global__ void __launch_bounds__(kMaxThreads) persistent_lstm_kernel(LayerArgs 
   float* cell = reinterpret_cast<float*>(h_rows + a.rows_staged * rows4);  // [B][J]
 
   const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
-  const int unit = blockIdx.x * J + warp;  // this warp's hidden unit
+  const int local_unit = warp % J, group = warp / J, G = a.tile_groups;
+  const int unit = blockIdx.x * J + local_unit;  // this warp's hidden unit
   const bool unit_valid = unit < H;
 
   // Once per sequence: this block's rows of W_hh into shared memory (zero-padded), c0 into c.
@@ -200,7 +204,7 @@ __global__ void __launch_bounds__(kMaxThreads) persistent_lstm_kernel(LayerArgs 
     bias[q] = unit_valid ? a.b_ih[q * H + unit] + a.b_hh[q * H + unit] : 0.0f;
   __syncthreads();
 
-  const float4* my_rows = w_slice + warp * kGates * rows4;
+  const float4* my_rows = w_slice + local_unit * kGates * rows4;
   for (int t = 0; t < a.seq_len; ++t) {
     const float* h_prev = t == 0 ? a.h0 : a.h_sequence + static_cast<std::size_t>(t - 1) * B * H;
     float* h_out = a.h_sequence + static_cast<std::size_t>(t) * B * H;
@@ -208,7 +212,8 @@ __global__ void __launch_bounds__(kMaxThreads) persistent_lstm_kernel(LayerArgs 
       // Stage as many rows of h_{t-1} as fit (all of them when shared memory allows).
       stage_h_rows(h_rows, h_prev, first, a.rows_staged, B, H, Hp);
       __syncthreads();
-      for (int b0 = first; b0 < min(B, first + a.rows_staged); b0 += kBatchTile) {
+      for (int b0 = first + group * kBatchTile; b0 < min(B, first + a.rows_staged);
+           b0 += G * kBatchTile) {
         const float4* h_tile = h_rows + (b0 - first) * rows4;
         // The input part of this lane's (unit, batch row): loaded now, used after the FMAs.
         const int b = b0 + my_batch;
@@ -257,7 +262,7 @@ __global__ void __launch_bounds__(kMaxThreads) persistent_lstm_kernel(LayerArgs 
             const float z = pre[q] + input_part[q] + bias[q];
             act[q] = q == kGateG ? tanhf(z) : 1.0f / (1.0f + expf(-z));
           }
-          float& c = cell[b * J + warp];
+          float& c = cell[b * J + local_unit];
           c = act[1] * c + act[0] * act[kGateG];                              // c = f*c + i*g
           h_out[static_cast<std::size_t>(b) * H + unit] = act[3] * tanhf(c);  // h = o*tanh(c)
         }
@@ -284,7 +289,7 @@ int batch_tile(int batch) {
 
 /// Launch shape of one layer's kernel on `device`.
 struct Launch {
-  int units_per_block = 0, blocks = 0, threads = 0, tile = 0, rows_staged = 0;
+  int units_per_block = 0, blocks = 0, threads = 0, tile = 0, rows_staged = 0, tile_groups = 0;
   std::size_t shared_bytes = 0;
 };
 
@@ -292,8 +297,12 @@ Launch plan_launch(const ProblemSize& s, int sm_count, std::size_t shared_limit)
   Launch launch;
   launch.units_per_block = ceil_div(s.hidden, sm_count);
   launch.blocks = ceil_div(s.hidden, launch.units_per_block);
-  launch.threads = launch.units_per_block * kWarpSize;
   launch.tile = batch_tile(s.batch);
+  // More warps per block than units when the batch has several tiles: G warps share a unit.
+  launch.tile_groups =
+      std::max(1, std::min(ceil_div(s.batch, launch.tile),
+                           kMaxThreads / kWarpSize / std::max(1, launch.units_per_block)));
+  launch.threads = launch.units_per_block * launch.tile_groups * kWarpSize;
   const std::size_t hp = padded_hidden(s.hidden);
   const std::size_t fixed = (static_cast<std::size_t>(launch.units_per_block) * kGates * hp +
                              static_cast<std::size_t>(s.batch) * launch.units_per_block) *
@@ -336,7 +345,7 @@ class PersistentStage final : public Stage {
                                  const cudaDeviceProp& device) const override {
     const Launch launch = plan_launch(s, device.multiProcessorCount, device.sharedMemPerBlockOptin);
     std::ostringstream why;
-    if (launch.threads > kMaxThreads) {
+    if (launch.units_per_block * kWarpSize > kMaxThreads) {
       why << "H = " << s.hidden << " needs " << launch.units_per_block
           << " warps per block (at most " << kMaxThreads / kWarpSize << "): H may be at most "
           << kMaxThreads / kWarpSize * device.multiProcessorCount;
@@ -424,7 +433,8 @@ class PersistentStage final : public Stage {
                      B,
                      s.seq_len,
                      launch_.units_per_block,
-                     launch_.rows_staged};
+                     launch_.rows_staged,
+                     launch_.tile_groups};
       void* kernel_args[] = {&args};
       // The whole recurrence of the layer: one launch, all blocks resident at once.
       CUDA_CHECK(cudaLaunchCooperativeKernel(kernel_for(launch_.tile), dim3(launch_.blocks),
