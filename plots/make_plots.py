@@ -73,6 +73,7 @@ BATCH_SWEEP_HIDDEN = (512, 1024)
 CUDNN_ORDER = ("cudnn_standard", "cudnn_persist_static", "cudnn_persist_dynamic")
 PYTORCH = "pytorch"
 PEAK_ENTRY = "fp32_fma_peak"
+BARRIER_ENTRY = "grid_sync"  # grid_sync/blocks:N: one grid-wide barrier, counter us_per_barrier
 
 
 def in_batch_sweep(config):
@@ -155,6 +156,7 @@ class GpuResults:
     context: dict = field(default_factory=dict)  # bench.json's context
     bench: list = field(default_factory=list)  # Measurement per bench entry (not the peak)
     fp32_peak_tflops: float | None = None
+    grid_sync_us: dict = field(default_factory=dict)  # blocks -> µs per grid-wide barrier
     pytorch: list = field(default_factory=list)  # Measurement per config, the last record wins
     pytorch_env: dict = field(default_factory=dict)
     checked: list = field(default_factory=list)  # Measurement per canonical.jsonl record
@@ -279,6 +281,11 @@ def read_bench(path, results):
         if entry["name"].split("/")[0] == PEAK_ENTRY:
             if skip_reason(entry) is None:
                 results.fp32_peak_tflops = number(entry, "tflops", where)
+            continue
+        if entry["name"].split("/")[0] == BARRIER_ENTRY:
+            if skip_reason(entry) is None:
+                blocks = int(number(entry, "blocks", where))
+                results.grid_sync_us[blocks] = number(entry, "us_per_barrier", where)
             continue
         measurement = measurement_of_entry(entry, where)
         key = (measurement.impl, measurement.group, measurement.config)
@@ -872,7 +879,22 @@ def update_readmes(results, readme_root):
         if replace_between_markers(stage_readme, "stage-batch-sweep",
                                    stage_batch_sweep_table(results, stage)):
             written.append((stage_readme, "stage-batch-sweep"))
+        if replace_between_markers(stage_readme, "stage07-barrier", barrier_table(results)):
+            written.append((stage_readme, "stage07-barrier"))
     return written
+
+
+def barrier_table(results):
+    """Markdown table of the grid-wide barrier's cost per block count (bench grid_sync)."""
+    if not results.grid_sync_us:
+        return "Not measured yet: no grid_sync entries in bench.json."
+    lines = ["| blocks | µs per barrier |", "|--:|--:|"]
+    for blocks in sorted(results.grid_sync_us, reverse=True):
+        lines.append(f"| {blocks} | {results.grid_sync_us[blocks]:.2f} |")
+    commit = results.context.get("git_commit", "?")
+    lines += ["", f"From `{display_path(results.bench_path)}` (commit {commit}), 10,000 barriers of "
+              "`cooperative_groups::this_grid().sync()` per block count, 128 threads per block."]
+    return "\n".join(lines)
 
 
 # ---------------------------------------------------------------------------------------------
