@@ -15,6 +15,7 @@ For every GPU folder it writes into <folder>/plots/ (or DIR/<gpu>/ with --out DI
   canonical.png      the stages at the canonical config: time and speedup over stage 00, with
                      cuDNN's fastest algorithm and PyTorch as reference lines;
   batch_sweep.png    µs per step against batch size (log-log), one panel per hidden size;
+  persistent.png     stage 07 against cuDNN's fastest algorithm at each batch size (and stage 06);
   hidden_sweep.png   µs per step and layer against hidden size (log-log);
   fp32_fraction.png  each stage, cuDNN's fastest and PyTorch as a share of the measured FP32 rate;
 drawing what the folder's data allows and saying which figure it could not draw and why.
@@ -641,6 +642,48 @@ def figure_batch_sweep(results):
     return fig
 
 
+def figure_persistent(results):
+    """persistent.png: the persistent kernel (stage 07) against cuDNN's fastest algorithm at
+    each point of the batch sweep (the algorithm named at each point), with stage 06 for
+    reference: µs per step against batch size, one panel per hidden size."""
+    series = measured_sweep(results, "batch_sweep")
+    persistent = [m for m in series.get("07_persistent", []) if m.supported]
+    if not persistent:
+        raise MissingData("no measured 07_persistent entry in the batch sweep")
+    hiddens = sorted({m.config.hidden for m in persistent})
+    fig = new_figure(results, (13, 5.4), "Persistent kernel against cuDNN's fastest algorithm at "
+                                         "each batch size (FP32, T=100, L=1, I=H)")
+    axes = fig.subplots(1, len(hiddens), sharey=True, squeeze=False)[0]
+    for ax, hidden in zip(axes, hiddens):
+        keep = lambda m, h=hidden: m.config.hidden == h  # noqa: E731
+        shown = {impl: series[impl] for impl in ("06_cuda_graph", "07_persistent")
+                 if impl in series}
+        xs = plot_series(ax, shown, lambda m: m.config.batch, keep=keep)
+        fastest = {}  # batch -> (µs, algorithm)
+        for impl, measurements in series.items():
+            if not is_cudnn(impl):
+                continue
+            for m in measurements:
+                if m.supported and keep(m):
+                    best = fastest.get(m.config.batch)
+                    if best is None or m.us_per_step_layer < best[0]:
+                        fastest[m.config.batch] = (m.us_per_step_layer, impl)
+        if fastest:
+            batches = sorted(fastest)
+            ax.plot(batches, [fastest[b][0] for b in batches], color="black", linestyle="--",
+                    marker="s", label="cuDNN fastest at each point")
+            for b in batches:
+                ax.annotate(display_name(fastest[b][1]).replace("cuDNN ", ""),
+                            (b, fastest[b][0]), textcoords="offset points", xytext=(0, -12),
+                            ha="center", fontsize=7, color="#333333")
+        log_axes(ax, xs + list(fastest))
+        ax.set_title(f"H = {hidden}")
+        ax.set_xlabel("batch size B")
+    axes[0].set_ylabel("µs per time step (lower is better)")
+    legend_outside(fig, axes)
+    return fig
+
+
 def figure_hidden_sweep(results):
     """hidden_sweep.png: µs per step and layer against the hidden size H (log-log), a line per
     stage, per cuDNN algorithm and PyTorch."""
@@ -693,6 +736,7 @@ def figure_fp32_fraction(results):
 FIGURES = {
     "canonical.png": figure_canonical,
     "batch_sweep.png": figure_batch_sweep,
+    "persistent.png": figure_persistent,
     "hidden_sweep.png": figure_hidden_sweep,
     "fp32_fraction.png": figure_fp32_fraction,
 }
