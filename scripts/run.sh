@@ -26,6 +26,9 @@ if gpu=$("$build/bin/lstm_gpu_info" 2>&1); then
     "$exe" --json "$folder/canonical.jsonl"
   done
   echo
+  if [ "${LSTM_SKIP_BENCH:-0}" != 1 ]; then
+    BUILD_DIR="$build" ./scripts/bench.sh "$folder"
+  fi
   "$python" plots/make_plots.py --no-readmes --results results/local
   echo "run: results appended to $folder/canonical.jsonl; plots in $folder/plots/"
 else

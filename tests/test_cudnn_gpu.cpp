@@ -14,51 +14,26 @@
 
 #include "cudnn_lstm.h"
 #include "device_problem.h"
+#include "gpu_test_support.h"
 
 namespace lstm {
 namespace {
 
 namespace cudnn = baseline_cudnn;
 
-struct Shape {
-  const char* label;
-  ProblemSize size;
-};
+using testing::make_size;
+using testing::Shape;
 
-ProblemSize make_size(int hidden, int input_size, int batch, int seq_len, int layers) {
-  ProblemSize s;
-  s.hidden = hidden;
-  s.input_size = input_size;
-  s.batch = batch;
-  s.seq_len = seq_len;
-  s.layers = layers;
-  return s;
-}
-
-// Odd shapes: I != H with L = 3, B = 1, T = 1, H not a multiple of 32 (37, 50, 45, 1), I > H;
-// and one multiple-of-128 shape that the persistent algorithms are most likely to accept.
+// The stages' odd shapes, and one multiple-of-128 shape that the persistent algorithms are most
+// likely to accept.
 const std::vector<Shape>& shapes() {
-  static const std::vector<Shape> list = {
-      {"I_ne_H_L3", make_size(37, 19, 3, 7, 3)},
-      {"B1", make_size(64, 64, 1, 9, 2)},
-      {"T1", make_size(50, 30, 5, 1, 1)},
-      {"H1", make_size(1, 3, 2, 4, 2)},
-      {"I_gt_H", make_size(45, 100, 6, 5, 2)},
-      {"medium", make_size(256, 128, 16, 20, 2)},
-      {"H256_B8_L1", make_size(256, 256, 8, 16, 1)},
-  };
+  static const std::vector<Shape> list = [] {
+    std::vector<Shape> all = testing::odd_shapes();
+    all.push_back({"H256_B8_L1", make_size(256, 256, 8, 16, 1)});
+    return all;
+  }();
   return list;
 }
-
-/// Skips the calling test, saying why, where no GPU is present (a macro: GTEST_SKIP returns
-/// from the function it is written in).
-#define SKIP_WITHOUT_GPU()                                                       \
-  do {                                                                           \
-    std::string why_;                                                            \
-    if (!cuda_device_available(&why_)) {                                         \
-      GTEST_SKIP() << "no CUDA GPU (" << why_ << "): this GPU test was not run"; \
-    }                                                                            \
-  } while (0)
 
 /// Runs the stage `info` on `params` twice (two forward passes after one prepare) and stores
 /// both runs' outputs in `runs`. Returns false, with cuDNN's reason in `refused`, when prepare()

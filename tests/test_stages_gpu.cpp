@@ -7,46 +7,17 @@
 #include <vector>
 
 #include "device_problem.h"
+#include "gpu_test_support.h"
 #include "stage_registry.h"
 
 namespace lstm {
 namespace {
 
-struct Shape {
-  const char* label;
-  ProblemSize size;
-};
+using testing::Shape;
 
-ProblemSize make_size(int hidden, int input_size, int batch, int seq_len, int layers) {
-  ProblemSize s;
-  s.hidden = hidden;
-  s.input_size = input_size;
-  s.batch = batch;
-  s.seq_len = seq_len;
-  s.layers = layers;
-  return s;
-}
-
-// Odd shapes: I != H, B = 1, T = 1, L = 3, H not a multiple of 32 (and H = 1), T not a multiple
-// of the stages' 10-step chunks.
 const std::vector<Shape>& shapes() {
-  static const std::vector<Shape> list = {
-      {"I_ne_H_L3", make_size(37, 19, 3, 7, 3)}, {"B1", make_size(64, 64, 1, 9, 2)},
-      {"T1", make_size(50, 30, 5, 1, 1)},        {"H1", make_size(1, 3, 2, 4, 2)},
-      {"I_gt_H", make_size(45, 100, 6, 5, 2)},   {"medium", make_size(256, 128, 16, 20, 2)},
-  };
-  return list;
+  return testing::odd_shapes();
 }
-
-/// Skips the calling test, saying why, where no GPU is present (a macro: GTEST_SKIP returns
-/// from the function it is written in).
-#define SKIP_WITHOUT_GPU()                                                       \
-  do {                                                                           \
-    std::string why_;                                                            \
-    if (!cuda_device_available(&why_)) {                                         \
-      GTEST_SKIP() << "no CUDA GPU (" << why_ << "): this GPU test was not run"; \
-    }                                                                            \
-  } while (0)
 
 /// Runs `info` on `params` twice (the second run must repeat the first bit for bit: a stage must
 /// not depend on state left by an earlier forward) and returns the outputs.
