@@ -1,6 +1,7 @@
 /*! \file stages/07_persistent/stage.cu
  *  \brief Stage 07: one persistent kernel per layer runs every time step; the recurrent
- *         weights stay in shared memory for the whole sequence.
+ *         weights stay in shared memory for the whole sequence, and blocks wait for exactly
+ *         the values of h they read instead of meeting at a grid-wide barrier.
  *
  * lstm-stages, one optimization per stage:
  *   00_naive                  8 small GEMMs and 10 element-wise kernels per step
@@ -14,368 +15,488 @@
  *
  * What this stage adds (the idea of "Persistent RNNs", Diamos et al. 2016, and of cuDNN's
  * PERSIST_* algorithms):
- *   1. Per layer, ONE cooperative kernel runs all T steps. Every step of stages 03-06 launched a
- *      GEMM that read the whole recurrent matrix W_hh (4H x H, 4 MiB at H = 512) from L2 or
- *      memory; here each block loads ITS slice of W_hh into shared memory once, and keeps it
- *      there for the whole sequence.
- *   2. Each step, each block reads h_{t-1} (from L2), computes its gates, applies the cell
- *      update and writes its part of h_t; then the whole grid meets at a barrier
- *      (cooperative_groups grid.sync()) before anyone reads h_t.
- *   3. The input part W_ih · x_t + b_ih + b_hh of all steps stays one large GEMM before the
- *      kernel (cuBLAS, as since stage 01): only the recurrence is sequential.
+ *   1. Per layer, ONE kernel runs all T steps. Every step of stages 03-06 launched a GEMM that
+ *      read the whole recurrent matrix W_hh (4H x H, 4 MiB at H = 512) from L2 or memory; here
+ *      each block loads ITS slice of W_hh into shared memory once and keeps it there.
+ *   2. Each step a block reads h_{t-1} (from L2), computes its gates as a small matrix product
+ *      with register tiles, applies the cell update and publishes its part of h_t.
+ *   3. No grid-wide barrier: h_t is published into a buffer that was filled with a sentinel
+ *      (a NaN bit pattern that no arithmetic produces), so a value that is not the sentinel IS
+ *      the signal that it is ready. A block waits for exactly the values it reads (Lamport-style
+ *      flags in the data, as in NVIDIA's Sparse Persistent RNNs), about one L2 round trip,
+ *      instead of a grid.sync() (1.1 µs on the H100).
+ *   4. The input part W_ih · x_t of all steps stays one large GEMM before the kernel (cuBLAS,
+ *      as since stage 01): only the recurrence is sequential.
  *
- * The mapping (one layer):
- *   - Units per block J = ceil(H / SMs); blocks = ceil(H / J) <= SMs (one block per SM, all
- *     co-resident, as a cooperative launch requires). Block k owns hidden units k*J .. k*J+J-1
- *     and, for each, its four gate rows of W_hh: 4J rows of H floats in shared memory.
- *   - G warps per unit: warp w of block k computes all four gates of unit j = k*J + w % J, for
- *     batch tiles (kBatchTile rows each) w / J, w / J + G, ...; G = 1 for a single tile, up to
- *     16 warps per block for large batches, so that an SM has enough warps to keep busy. Lanes
- * split the H-long dot products into float4 pieces (lane l takes k = 4l, 4l + 128, ...), so a lane
- * holds 4 x kBatchTile partial sums.
- *   - h_{t-1} of the batch tile is staged in shared memory by the whole block (every warp of the
- *     block needs all of it), read from global memory through L2 (__ldcg: the L1 caches of the
- *     SMs are not coherent, and h_{t-1} was written by other blocks).
- *   - The partial sums are reduced across the warp by recursive halving: log2(32) rounds of
- *     shuffles leave lane l with the full sum of one (gate, batch) pair. Four shuffles gather a
- *     unit's i, f, g, o for one batch row into one lane, which applies the cell update: c stays
- *     in shared memory (each (b, j) has one owner for the whole sequence), h_t goes to global.
- *   - grid.sync() ends the step: it orders every block's h_t writes before any block's reads.
- *   The reduction order is fixed, so the outputs are bitwise identical from run to run.
+ * The mapping (one layer; plan.h chooses the numbers from the shape and the device):
+ *   - Blocks = U x G, one per SM, all resident at once (a cooperative launch guarantees it, or
+ *     refuses). Block (u, g) owns hidden units u*J .. u*J+J-1 for the Bg batch rows of group g.
+ *     Its 4J rows of W_hh live in shared memory as w[k][j] = float4 (i, f, g, o of unit j).
+ *   - The exchange buffer holds h for every step, transposed: slot t, group g is [H][Bp] (Bp =
+ *     Bg rounded up to the tile), so the rows a block stages are contiguous float4 and land in
+ *     shared memory in the layout the product reads. Slot 0 is h0; slots 1..T start as sentinel.
+ *   - h_{t-1} is staged in chunks of rows, double-buffered: each thread loads up to 8 float4
+ *     with ld.relaxed.gpu (L2; other SMs wrote them), re-reads any that still hold the sentinel,
+ *     and stores them to shared memory; the loads of the next chunk fly during this chunk's math.
+ *   - The product: thread (lane, warp) holds a 4 x kTileBatch register tile, the four gates of
+ *     one unit for kTileBatch batch rows, accumulated over its share of k. A warp's lanes cover
+ *     a patch of (units x batch tiles) and, when the tiles are few, several phases of k;
+ *     warps split k further. Per k: one float4 of W and kTileBatch/4 float4 of h from shared
+ *     memory (neighbouring lanes share them, so most are broadcasts) for 4 * kTileBatch FMAs.
+ *   - Partial sums: shuffles across the k phases of a warp, then shared memory across the
+ *     warps' k slices, summed in a fixed order (so every run gives bitwise the same result).
+ *   - Cell update: thread p takes (unit, batch row) pairs p, p + threads, ...; their input parts
+ *     were copied to shared memory with cp.async at the start of the step (off the critical
+ *     path); c stays in shared memory for the whole sequence; h_t goes to y and, published, to
+ *     the exchange buffer.
+ *   - Batches too large for one launch run as several launches (slices) of G * Bg batch rows each:
+ *     batch rows are independent sequences.
+ *   - A value that is never published (a bug) makes the kernel trap after ~2 s of polling: an
+ *     error, not a hang. LSTM07_TRACE=1 makes block 0 time the phases of its steps (clock64).
  *
- * What one step costs (prediction, H100): the grid barrier ~1.1 µs (BASELINES.md); reading
- * h_{t-1} from L2 (B*H*4 bytes per block: 16 KiB at H = 1024, B = 4) and staging it, ~0.5 µs;
- * the arithmetic 2*4H*H*B/(132 SMs) per SM, ~0.3 µs at H = 1024, B = 4 (smem-bound at about
- * half the FMA rate); the reduction and the cell update, ~0.2 µs. So ~2-2.5 µs per step at
- * H = 1024, B = 4 (cuDNN's fastest: ~4.8 µs) and ~1.5 µs at H = 512, B = 1 (cuDNN's
- * PERSIST_STATIC: ~1.6 µs). At B = 64 the arithmetic grows 16x (~4 µs at H = 512): the
- * canonical config should take ~L * (input GEMM 0.3 ms + 100 steps * ~6 µs) ≈ 3.5 ms.
+ * Prediction, written before the run (H100, ~1.9 GHz): a step costs the publication latency
+ * (a store reaching L2, then one poll: ~0.5 µs, against the barrier's 1.1 µs), staging h
+ * (B*H*4 bytes per block from L2), the product (4J*H*B FMAs per SM: at most 128 per clock)
+ * and ~0.3 µs of reduction and cell update. H = 512, B = 1: ~1.2 µs per step (cuDNN's
+ * PERSIST_STATIC: 1.6); H = 1024, B = 4: the weight slice (128 KiB) read from shared memory
+ * each step bounds the product at ~0.6 µs, ~1.6 µs per step (cuDNN's fastest: 4.5); canonical
+ * config: per step-layer ~2.3 µs of FMAs at full rate, ~3.5 µs realistic plus ~0.8 of
+ * latency, and 0.33 ms of input GEMM per layer: ~4 * (0.33 + 100 * 4.3 µs) ≈ 3 ms.
+ * The measurement (README.md) missed the small-batch part of this by 2-3x: each phase of a
+ * step is a chain of dependent instructions (~800 per warp per step at ~7 cycles each), not the
+ * few hundred cycles of arithmetic and memory the prediction counted.
  *
- * Limits: the weight slice (4J rows of H floats) and one batch tile of h must fit in a block's
- * shared memory (227 KiB on the H100): H up to ~1200 in FP32. Larger H is refused before launch
- * with the limit; so is a grid that cannot be co-resident.
+ * Limits (plan.h): the 4J x H weight slice, two chunks of h, the partial sums, the input parts
+ * and c must fit in a block's shared memory (227 KiB on the H100): H up to 1320 in FP32, at any
+ * batch size. Larger H is refused before launch with the reason and the largest H that fits;
+ * any batch size runs (in slices).
  *
  * Measured: see README.md (generated from results/h100-sxm/).
  */
-#include <cooperative_groups.h>
 #include <cublas_v2.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <iostream>
 #include <memory>
 #include <sstream>
+#include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "cuda_utils.h"
+#include "persistent_stage.h"
+#include "plan.h"
 #include "stage.h"
 
 namespace lstm::stage_07_persistent {
 namespace {
 
-namespace cg = cooperative_groups;
-
-constexpr int kGates = 4;      // i, f, g, o
-constexpr int kGateG = 2;      // the cell candidate g uses tanh, the others sigmoid
-constexpr int kWarpSize = 32;  // lanes per warp: one warp per hidden unit
+constexpr int kGateG = 2;  // the cell candidate g uses tanh, the others sigmoid
 constexpr unsigned kFullMask = 0xFFFFFFFFu;
-constexpr int kMaxThreads = 512;  // 16 warps: up to 128 registers per thread, no spills
+constexpr unsigned kUnpublished = 0xFFFFFFFFu;  // a NaN no FP32 arithmetic returns (GPUs
+                                                // return the canonical NaN 0x7FFFFFFF)
+constexpr int kPublishThreads = 256;            // threads per block of the slot-0 kernel
+constexpr int kMaxPolls = 1 << 26;              // > 2 s of polling for one value: report an error
+constexpr int kSpinPolls = 4;                   // polls before each retry starts with a short sleep
+constexpr int kPollSleepNs = 64;  // the sleep: fewer polls of the same lines by every SM
+// Where block 0's thread 0 spends a step (LSTM07_TRACE=1): waiting for h_{t-1}, the product,
+// the reduction, the cell update; then the whole loop's cycles.
+constexpr int kTraceSlots = 5;
+constexpr const char* kTraceNames[kTraceSlots - 1] = {"wait for h_{t-1}", "product", "reduction",
+                                                      "cell update"};
 
-/// H rounded up to a multiple of 4, so every row is a whole number of float4.
-__host__ __device__ int padded_hidden(int hidden) {
-  return (hidden + 3) / 4 * 4;
-}
-
-/// Everything one layer's persistent kernel reads and writes.
+/// Everything one layer's persistent kernel reads and writes, and its plan.
 struct LayerArgs {
   const float* w_hh;        // (4H, H) row-major, PyTorch's layout
   const float* input_part;  // (T, B, 4H): W_ih · x_t for every step (biases not yet added)
   const float* b_ih;        // (4H)
   const float* b_hh;        // (4H)
-  const float* h0;          // (B, H) this layer's initial h
   const float* c0;          // (B, H) this layer's initial c
-  float* h_sequence;        // (T, B, H) this layer's h at every step (y for the last layer)
+  float* y;                 // (T, B, H) this layer's h at every step
   float* hy;                // (B, H) final h
   float* cy;                // (B, H) final c
-  int hidden, batch, seq_len, units_per_block;
-  int rows_staged;  // rows of h_{t-1} staged in shared memory at once (a multiple of the tile)
-  int tile_groups;  // G: warps per unit; warp group g takes batch tiles g, g + G, ...
+  float* exchange;          // (T + 1, G, H, Bp): published h, transposed; slot 0 = h0
+  int hidden, batch, seq_len;
+  int batch_begin, batch_end;  // the batch rows of this launch (a slice)
+  int units_per_block, unit_blocks, batch_groups, group_batch, padded_batch;
+  int lanes_batch, lanes_units, phases, tile_groups_units, tile_groups_batch, k_slices;
+  int chunk_rows, chunks;
+  long long* trace;  // nullptr, or kTraceSlots cycle counts of block 0 (LSTM07_TRACE=1)
 };
 
-/// Copies rows [first, first + rows) of h (B x H floats, row-major, global memory) into
-/// `stage` (rows x Hp floats; zeros past B and past H) with every copy in flight at once.
-/// cp.async.cg goes through L2 only: h was just written by other SMs, and the SMs' L1 caches
-/// are not coherent. (For H not a multiple of 4, rows are not 16-byte aligned: plain loads.)
-__device__ void stage_h_rows(float4* stage, const float* h, int first, int rows, int B, int H,
-                             int Hp) {
-  const int rows4 = Hp / 4;
-  if (H % 4 == 0) {
-    for (int i = threadIdx.x; i < rows * rows4; i += blockDim.x) {
-      const int b = first + i / rows4;
-      const float4* source =
-          reinterpret_cast<const float4*>(h + static_cast<std::size_t>(min(b, B - 1)) * H) +
-          i % rows4;
-      const unsigned target = static_cast<unsigned>(__cvta_generic_to_shared(stage + i));
-      const int bytes = b < B ? 16 : 0;  // rows past B: zero-filled, nothing read
-      asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(target), "l"(source),
-                   "r"(bytes));
-    }
-    asm volatile("cp.async.commit_group;\n" ::);
-    asm volatile("cp.async.wait_group 0;\n" ::);
-  } else {
-    float* out = reinterpret_cast<float*>(stage);
-    for (int i = threadIdx.x; i < rows * Hp; i += blockDim.x) {
-      const int b = first + i / Hp, k = i % Hp;
-      out[i] = (b < B && k < H) ? __ldcg(h + static_cast<std::size_t>(b) * H + k) : 0.0f;
-    }
+/// A 16-byte load through L2 that is allowed to race with another SM's stores (relaxed, GPU
+/// scope): it returns each 4-byte element either before or after that element's store.
+__device__ __forceinline__ float4 load_relaxed(const float4* address) {
+  float4 v;
+  asm volatile("ld.relaxed.gpu.global.v4.f32 {%0, %1, %2, %3}, [%4];"
+               : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
+               : "l"(address));
+  return v;
+}
+
+/// The matching store: publishes one value for other SMs to poll.
+__device__ __forceinline__ void store_relaxed(float* address, float value) {
+  asm volatile("st.relaxed.gpu.global.f32 [%0], %1;" ::"l"(address), "f"(value) : "memory");
+}
+
+__device__ __forceinline__ bool unpublished(float4 v) {
+  return __float_as_uint(v.x) == kUnpublished || __float_as_uint(v.y) == kUnpublished ||
+         __float_as_uint(v.z) == kUnpublished || __float_as_uint(v.w) == kUnpublished;
+}
+
+__device__ __forceinline__ float sigmoid(float z) {
+  return __frcp_rn(1.0f + expf(-z));  // correctly rounded 1 / x, without division's slow path
+}
+
+/// Copies 4 bytes from global to shared memory asynchronously (cp.async: completes at the next
+/// cp.async.wait_group; no register holds the value meanwhile).
+__device__ __forceinline__ void copy_async_4(float* shared_target, const float* source) {
+  const unsigned target = static_cast<unsigned>(__cvta_generic_to_shared(shared_target));
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(target), "l"(source) : "memory");
+}
+
+/// Slot 0 of the exchange buffer: h0 of this slice's rows, transposed to [g][k][Bp], zeros in
+/// the padding. Grid-stride loop over the slot's G * H * Bp floats.
+__global__ void publish_initial_state(const float* h0, float* slot0, int hidden, int groups,
+                                      int group_batch, int padded_batch, int batch_begin,
+                                      int batch_end) {
+  const std::size_t total = static_cast<std::size_t>(groups) * hidden * padded_batch;
+  for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < total;
+       i += static_cast<std::size_t>(gridDim.x) * blockDim.x) {
+    const int b = static_cast<int>(i % padded_batch);
+    const int k = static_cast<int>((i / padded_batch) % hidden);
+    const int g = static_cast<int>(i / (static_cast<std::size_t>(hidden) * padded_batch));
+    const int row = batch_begin + g * group_batch + b;
+    slot0[i] = (b < group_batch && row < batch_end) ? h0[static_cast<std::size_t>(row) * hidden + k]
+                                                    : 0.0f;
   }
 }
 
-/// One round of recursive halving: lanes that differ in bit `kWidth * (32 / kValues)` swap
-/// halves of their first 2 * kWidth values, each keeping (and adding into) one half.
-template <int kValues, int kWidth>
-__device__ void halving_round(float (&values)[kValues], int lane) {
-  if constexpr (kWidth >= 1) {
-    constexpr int kOffset = kWidth * (kWarpSize / kValues);  // 16, 8, ...
-    const bool upper = lane & kOffset;
-#pragma unroll
-    for (int i = 0; i < kWidth; ++i) {
-      const float send = upper ? values[i] : values[i + kWidth];
-      const float keep = upper ? values[i + kWidth] : values[i];
-      values[i] = keep + __shfl_xor_sync(kFullMask, send, kOffset);
-    }
-    halving_round<kValues, kWidth / 2>(values, lane);
-  }
-}
-
-/// Sums `values` (kValues per lane) across the warp by recursive halving: after the call, lane
-/// l holds in values[0] the warp-wide sum of index l / (32 / kValues). Each round sends half of
-/// the remaining values to the partner lane and keeps the other half (kValues - 1 shuffles in
-/// all, instead of 5 * kValues for a butterfly per value); lanes left sharing an index finish
-/// with a plain butterfly.
-template <int kValues>
-__device__ void warp_reduce_halving(float (&values)[kValues], int lane) {
-  static_assert(kValues >= 1 && kValues <= kWarpSize && (kValues & (kValues - 1)) == 0,
-                "a power of two up to 32 values per lane");
-  halving_round<kValues, kValues / 2>(values, lane);
-#pragma unroll
-  for (int offset = kWarpSize / kValues / 2; offset >= 1; offset /= 2) {
-    values[0] += __shfl_xor_sync(kFullMask, values[0], offset);
-  }
-}
-
-/// The persistent kernel of one layer: all T steps.
-/// Mapping: grid = ceil(H / J) blocks, J warps per block; warp w of block k owns hidden unit
-/// j = k*J + w (its 4 gate rows of W_hh live in this block's shared memory for the whole
-/// sequence). Dynamic shared memory: W slice (J*4 rows x Hp floats), staged rows of h_{t-1}
-/// (rows_staged x Hp), cell state (B x J).
-template <int kBatchTile>
-__global__ void __launch_bounds__(kMaxThreads) persistent_lstm_kernel(LayerArgs a) {
-  constexpr int kValues = kGates * kBatchTile;  // partial sums per lane: (gate, batch row)
-  constexpr int kLanesPerValue = kWarpSize / kValues;
-  cg::grid_group grid = cg::this_grid();
+/// The persistent kernel of one layer (one slice of the batch): all T steps.
+/// Grid: U x G blocks (block = u + U * g), plan.threads threads. Dynamic shared memory:
+/// w [H][J] float4 | h [2][chunk_rows][Bp] | partial sums [k_slices][J][4][Bp] |
+/// input parts [J][Bp][4] | c [J][Bp] | biases [J][4].
+template <int kTileBatch>
+__global__ void __launch_bounds__(max_threads_for_tile(kTileBatch), 1)
+    persistent_lstm_kernel(const LayerArgs a) {
+  static_assert(kTileBatch % 4 == 0, "a tile row is a whole number of float4");
+  constexpr int kTile4 = kTileBatch / 4;  // float4 of h per k in a thread's tile
   extern __shared__ float4 shared[];
-  const int H = a.hidden, B = a.batch, J = a.units_per_block, Hp = padded_hidden(H);
-  const int rows4 = Hp / 4;                                                // float4 per row
-  float4* w_slice = shared;                                                // [J][4][rows4]
-  float4* h_rows = w_slice + J * kGates * rows4;                           // [rows_staged][rows4]
-  float* cell = reinterpret_cast<float*>(h_rows + a.rows_staged * rows4);  // [B][J]
+  const int H = a.hidden, J = a.units_per_block, Bp = a.padded_batch, Bp4 = Bp / 4;
+  const int tid = threadIdx.x, threads = blockDim.x;
+  const int unit_block = blockIdx.x % a.unit_blocks, group = blockIdx.x / a.unit_blocks;
+  const int first_unit = unit_block * J;
+  const int first_row = a.batch_begin + group * a.group_batch;  // batch row of local b = 0
+  const int rows = max(0, min(a.group_batch, a.batch_end - first_row));
+  const std::size_t slot_floats = static_cast<std::size_t>(H) * Bp;  // one group, one step
 
-  const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
-  const int local_unit = warp % J, group = warp / J, G = a.tile_groups;
-  const int unit = blockIdx.x * J + local_unit;  // this warp's hidden unit
-  const bool unit_valid = unit < H;
+  float4* w_s = shared;                                 // [H][J]: (i, f, g, o) of unit j at k
+  float4* h_s = w_s + static_cast<std::size_t>(H) * J;  // [2][chunk_rows][Bp4]
+  float* sums_s = reinterpret_cast<float*>(h_s + 2 * a.chunk_rows * Bp4);  // [slice][j][q][Bp]
+  float* input_s = sums_s + a.k_slices * J * kGates * Bp;                  // [j][Bp][q]
+  float* cell_s = input_s + J * Bp * kGates;                               // [J][Bp]
+  float* bias_s = cell_s + J * Bp;                                         // [J][4]
 
-  // Once per sequence: this block's rows of W_hh into shared memory (zero-padded), c0 into c.
-  for (int i = threadIdx.x; i < J * kGates * Hp; i += blockDim.x) {
-    const int col = i % Hp, row = i / Hp;  // row = local unit * 4 + gate
-    const int j = blockIdx.x * J + row / kGates, gate = row % kGates;
-    reinterpret_cast<float*>(w_slice)[i] =
-        (j < H && col < H) ? a.w_hh[static_cast<std::size_t>(gate * H + j) * H + col] : 0.0f;
+  // ---- once per sequence: this block's rows of W_hh, its biases and c0, into shared memory.
+  float* w_flat = reinterpret_cast<float*>(w_s);  // w_flat[k * 4J + 4j + q]
+  const int rows_w = J * kGates;
+  if (H % 4 == 0) {  // 16-byte reads along a row, four scalar writes to four k's
+    for (int i = tid; i < rows_w * (H / 4); i += threads) {
+      const int row = i % rows_w, k4 = i / rows_w, unit = first_unit + row / kGates;
+      const float4 v =
+          unit < H ? __ldg(reinterpret_cast<const float4*>(
+                               a.w_hh + (static_cast<std::size_t>(row % kGates) * H + unit) * H) +
+                           k4)
+                   : make_float4(0.f, 0.f, 0.f, 0.f);
+      w_flat[(4 * k4 + 0) * rows_w + row] = v.x;
+      w_flat[(4 * k4 + 1) * rows_w + row] = v.y;
+      w_flat[(4 * k4 + 2) * rows_w + row] = v.z;
+      w_flat[(4 * k4 + 3) * rows_w + row] = v.w;
+    }
+  } else {
+    for (int i = tid; i < rows_w * H; i += threads) {
+      const int row = i % rows_w, k = i / rows_w, unit = first_unit + row / kGates;
+      w_flat[i] = unit < H
+                      ? __ldg(a.w_hh + (static_cast<std::size_t>(row % kGates) * H + unit) * H + k)
+                      : 0.0f;
+    }
   }
-  for (int i = threadIdx.x; i < B * J; i += blockDim.x) {
-    const int j = blockIdx.x * J + i % J;
-    cell[i] = j < H ? a.c0[static_cast<std::size_t>(i / J) * H + j] : 0.0f;
+  for (int i = tid; i < rows_w; i += threads) {
+    const int unit = first_unit + i / kGates, q = i % kGates;
+    bias_s[i] = unit < H ? a.b_ih[q * H + unit] + a.b_hh[q * H + unit] : 0.0f;
   }
-  // This lane's (gate, batch) pair after the reduction, and the biases it will need.
-  const int my_batch = (lane / kLanesPerValue) % kBatchTile;
-  const bool owner = lane % kLanesPerValue == 0 && lane / kLanesPerValue < kBatchTile;
-  float bias[kGates];
-#pragma unroll
-  for (int q = 0; q < kGates; ++q)
-    bias[q] = unit_valid ? a.b_ih[q * H + unit] + a.b_hh[q * H + unit] : 0.0f;
+  for (int i = tid; i < J * Bp; i += threads) {
+    const int unit = first_unit + i / Bp, b = i % Bp;
+    cell_s[i] =
+        (unit < H && b < rows) ? a.c0[static_cast<std::size_t>(first_row + b) * H + unit] : 0.0f;
+  }
   __syncthreads();
 
-  const float4* my_rows = w_slice + local_unit * kGates * rows4;
-  for (int t = 0; t < a.seq_len; ++t) {
-    const float* h_prev = t == 0 ? a.h0 : a.h_sequence + static_cast<std::size_t>(t - 1) * B * H;
-    float* h_out = a.h_sequence + static_cast<std::size_t>(t) * B * H;
-    for (int first = 0; first < B; first += a.rows_staged) {
-      // Stage as many rows of h_{t-1} as fit (all of them when shared memory allows).
-      stage_h_rows(h_rows, h_prev, first, a.rows_staged, B, H, Hp);
-      __syncthreads();
-      for (int b0 = first + group * kBatchTile; b0 < min(B, first + a.rows_staged);
-           b0 += G * kBatchTile) {
-        const float4* h_tile = h_rows + (b0 - first) * rows4;
-        // The input part of this lane's (unit, batch row): loaded now, used after the FMAs.
-        const int b = b0 + my_batch;
-        const bool writes = owner && unit_valid && b < B;
-        float input_part[kGates] = {};
-        if (writes) {
-          const float* in = a.input_part + (static_cast<std::size_t>(t) * B + b) * 4 * H;
-#pragma unroll
-          for (int q = 0; q < kGates; ++q)
-            input_part[q] = in[q * H + unit];
-        }
+  // ---- this thread's register tile: unit j (local), batch tile, k phase and k slice.
+  const int warp = tid / kWarpSize, lane = tid % kWarpSize;
+  const int lane_b = lane % a.lanes_batch;
+  const int lane_u = (lane / a.lanes_batch) % a.lanes_units;
+  const int phase = lane / (a.lanes_batch * a.lanes_units);
+  const int tile_groups = a.tile_groups_units * a.tile_groups_batch;
+  const int tile_group = warp % tile_groups, k_slice = warp / tile_groups;
+  const int j = (tile_group / a.tile_groups_batch) * a.lanes_units + lane_u;
+  const int batch_tile = (tile_group % a.tile_groups_batch) * a.lanes_batch + lane_b;
+  const bool warp_computes = k_slice < a.k_slices;  // warp-uniform: spare warps only stage
+  const bool computes = warp_computes && j < J && batch_tile * kTileBatch < Bp;
+  // Columns past the block's batch rows hold padding: the warp's reduction skips them.
+  const int warp_columns = rows - (tile_group % a.tile_groups_batch) * a.lanes_batch * kTileBatch;
+  // The k rows of a chunk of n rows this thread multiplies: k slice k_slice of the chunk, every
+  // phases-th row from its phase. Computed once for full chunks and once for the last one, so
+  // that the step loop has no divisions.
+  const auto k_range = [&](int n, int* first, int* count) {
+    const int begin = k_slice * n / a.k_slices + phase, end = (k_slice + 1) * n / a.k_slices;
+    *first = begin;
+    *count = begin < end ? (end - begin + a.phases - 1) / a.phases : 0;
+  };
+  const int last_rows = H - (a.chunks - 1) * a.chunk_rows;
+  int full_first, full_count, last_first, last_count;
+  k_range(a.chunk_rows, &full_first, &full_count);
+  k_range(last_rows, &last_first, &last_count);
+  const int w_stride = a.phases * J, h_stride = a.phases * Bp4;
+  // This thread's cell updates: pairs (unit pj, batch row pb) = tid, tid + threads, ...
+  const int pairs = J * Bp;
+  const int first_pj = tid / Bp, first_pb = tid % Bp;
+  const int pair_step_units = threads / Bp, pair_step_rows = threads % Bp;
 
-        // Partial dot products of this unit's 4 gate rows with the tile's h rows.
-        float sums[kValues] = {};  // index q * kBatchTile + b
-        for (int k4 = lane; k4 < rows4; k4 += kWarpSize) {
-          float4 w[kGates];
+  const bool tracing = a.trace != nullptr && blockIdx.x == 0 && tid == 0;
+  long long spent[kTraceSlots - 1] = {}, mark = 0, loop_start = tracing ? clock64() : 0;
+  auto trace_phase = [&](int phase_index) {  // charges the cycles since the last mark
+    if (tracing) {
+      const long long now = clock64();
+      spent[phase_index] += now - mark;
+      mark = now;
+    }
+  };
+
+  for (int t = 0; t < a.seq_len; ++t) {
+    if (tracing) mark = clock64();
+    const float4* h_prev = reinterpret_cast<const float4*>(
+        a.exchange + (static_cast<std::size_t>(t) * a.batch_groups + group) * slot_floats);
+    float* h_next =
+        a.exchange + (static_cast<std::size_t>(t + 1) * a.batch_groups + group) * slot_floats;
+    const float* input_t = a.input_part + static_cast<std::size_t>(t) * a.batch * kGates * H;
+
+    // The input parts of this thread's cell updates do not depend on h_{t-1}: copy them to
+    // shared memory now (cp.async: no registers held), use them after the product.
+    for (int pair = tid, pj = first_pj, pb = first_pb; pair < pairs; pair += threads) {
+      if (first_unit + pj < H && pb < rows) {
+        const float* in =
+            input_t + static_cast<std::size_t>(first_row + pb) * kGates * H + first_unit + pj;
 #pragma unroll
-          for (int q = 0; q < kGates; ++q)
-            w[q] = my_rows[q * rows4 + k4];
+        for (int q = 0; q < kGates; ++q)
+          copy_async_4(input_s + pair * kGates + q, in + q * H);
+      }
+      pj += pair_step_units;
+      pb += pair_step_rows;
+      if (pb >= Bp) pb -= Bp, ++pj;
+    }
+    asm volatile("cp.async.commit_group;\n" ::: "memory");
+
+    // Stage h_{t-1} chunk by chunk. A thread carries float4 idx = tid + r * threads of a chunk.
+    float4 staged[kStageRegisters];
+    auto issue_loads = [&](int chunk) {
+      const int n4 = (chunk == a.chunks - 1 ? last_rows : a.chunk_rows) * Bp4;
+      const float4* source = h_prev + static_cast<std::size_t>(chunk) * a.chunk_rows * Bp4;
 #pragma unroll
-          for (int row = 0; row < kBatchTile; ++row) {
-            const float4 h = h_tile[row * rows4 + k4];
+      for (int r = 0; r < kStageRegisters; ++r) {
+        const int idx = tid + r * threads;
+        if (idx < n4) staged[r] = load_relaxed(source + idx);  // all in flight at once
+      }
+    };
+    float acc[kGates][kTileBatch] = {};
+    issue_loads(0);
+    for (int chunk = 0; chunk < a.chunks; ++chunk) {
+      const bool last = chunk == a.chunks - 1;
+      const int k0 = chunk * a.chunk_rows, n4 = (last ? last_rows : a.chunk_rows) * Bp4;
+      const float4* source = h_prev + static_cast<std::size_t>(k0) * Bp4;
+      float4* buffer = h_s + (chunk & 1) * a.chunk_rows * Bp4;
+      // Wait until every value this thread carries is published; re-read all missing ones at
+      // once, so a retry costs one L2 round trip, not one per value.
+      for (int polls = 0;; ++polls) {
+        bool missing = false;
 #pragma unroll
-            for (int q = 0; q < kGates; ++q) {
-              float& s = sums[q * kBatchTile + row];
-              s = fmaf(w[q].x, h.x, s);
-              s = fmaf(w[q].y, h.y, s);
-              s = fmaf(w[q].z, h.z, s);
-              s = fmaf(w[q].w, h.w, s);
+        for (int r = 0; r < kStageRegisters; ++r)
+          missing |= tid + r * threads < n4 && unpublished(staged[r]);
+        if (!missing) break;
+        if (polls == kMaxPolls) __trap();  // a value never published is a bug: fail, not hang
+        if (polls >= kSpinPolls) __nanosleep(kPollSleepNs);
+#pragma unroll
+        for (int r = 0; r < kStageRegisters; ++r) {
+          const int idx = tid + r * threads;
+          if (idx < n4 && unpublished(staged[r])) staged[r] = load_relaxed(source + idx);
+        }
+      }
+#pragma unroll
+      for (int r = 0; r < kStageRegisters; ++r) {
+        const int idx = tid + r * threads;
+        if (idx < n4) buffer[idx] = staged[r];
+      }
+      __syncthreads();  // the chunk is complete in shared memory
+      if (chunk == 0) trace_phase(0);
+      if (!last) issue_loads(chunk + 1);  // in flight during this chunk's math
+      if (computes) {
+        const int first = last ? last_first : full_first, count = last ? last_count : full_count;
+        const float4* w_row = w_s + (k0 + first) * J + j;  // i, f, g, o of unit j at row k
+        const float4* h_row = buffer + first * Bp4 + batch_tile * kTile4;
+#pragma unroll 4
+        for (int step = 0; step < count; ++step, w_row += w_stride, h_row += h_stride) {
+          const float4 w = *w_row;
+          float4 h[kTile4];
+#pragma unroll
+          for (int v = 0; v < kTile4; ++v)
+            h[v] = h_row[v];
+#pragma unroll
+          for (int v = 0; v < kTile4; ++v) {
+            const float hb[4] = {h[v].x, h[v].y, h[v].z, h[v].w};
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+              acc[0][4 * v + e] = fmaf(w.x, hb[e], acc[0][4 * v + e]);
+              acc[1][4 * v + e] = fmaf(w.y, hb[e], acc[1][4 * v + e]);
+              acc[2][4 * v + e] = fmaf(w.z, hb[e], acc[2][4 * v + e]);
+              acc[3][4 * v + e] = fmaf(w.w, hb[e], acc[3][4 * v + e]);
             }
           }
         }
-        warp_reduce_halving(sums, lane);  // lane l: the sum of index l / kLanesPerValue
+      }
+    }
+    trace_phase(1);
 
-        // Gather i, f, g, o of batch row my_batch into the lane that owns it.
-        float pre[kGates];
+    // Sum the k phases of a warp (lanes lanes_batch * lanes_units apart), then leave one
+    // partial tile per k slice in shared memory.
+    if (warp_computes) {
+      for (int offset = a.lanes_batch * a.lanes_units; offset < kWarpSize; offset *= 2) {
 #pragma unroll
-        for (int q = 0; q < kGates; ++q) {
-          const int source = (q * kBatchTile + my_batch) * kLanesPerValue;
-          pre[q] = __shfl_sync(kFullMask, sums[0], source);
-        }
-        if (writes) {
-          float act[kGates];
+        for (int e = 0; e < kTileBatch; ++e) {
+          if (e >= warp_columns) break;
 #pragma unroll
-          for (int q = 0; q < kGates; ++q) {
-            const float z = pre[q] + input_part[q] + bias[q];
-            act[q] = q == kGateG ? tanhf(z) : 1.0f / (1.0f + expf(-z));
-          }
-          float& c = cell[b * J + local_unit];
-          c = act[1] * c + act[0] * act[kGateG];                              // c = f*c + i*g
-          h_out[static_cast<std::size_t>(b) * H + unit] = act[3] * tanhf(c);  // h = o*tanh(c)
+          for (int q = 0; q < kGates; ++q)
+            acc[q][e] += __shfl_xor_sync(kFullMask, acc[q][e], offset);
         }
       }
-      __syncthreads();  // the next chunk of rows overwrites h_rows
+      if (computes && phase == 0) {
+#pragma unroll
+        for (int q = 0; q < kGates; ++q) {
+          float4* out = reinterpret_cast<float4*>(sums_s + ((k_slice * J + j) * kGates + q) * Bp +
+                                                  batch_tile * kTileBatch);
+#pragma unroll
+          for (int v = 0; v < kTile4; ++v)
+            out[v] =
+                make_float4(acc[q][4 * v], acc[q][4 * v + 1], acc[q][4 * v + 2], acc[q][4 * v + 3]);
+        }
+      }
     }
-    grid.sync();  // every block's h_t is written before any block reads it
+    __syncthreads();
+    trace_phase(2);
+
+    // The cell update of this thread's (unit, batch row) pairs; publishing h_t is the signal.
+    asm volatile("cp.async.wait_group 0;\n" ::: "memory");  // this thread's input parts
+    for (int pair = tid, pj = first_pj, pb = first_pb; pair < pairs; pair += threads) {
+      const int unit = first_unit + pj;
+      if (unit < H) {
+        float* published = h_next + static_cast<std::size_t>(unit) * Bp + pb;
+        if (pb >= rows) {  // padding columns: published as zeros, read by nobody's arithmetic
+          store_relaxed(published, 0.0f);
+        } else {
+          float gate[kGates];
+#pragma unroll
+          for (int q = 0; q < kGates; ++q)
+            gate[q] = input_s[pair * kGates + q] + bias_s[pj * kGates + q];
+          const float* sums = sums_s + pj * kGates * Bp + pb;
+#pragma unroll 4
+          for (int s = 0; s < a.k_slices; ++s) {  // fixed order: bitwise reproducible
+#pragma unroll
+            for (int q = 0; q < kGates; ++q)
+              gate[q] += sums[(s * J * kGates + q) * Bp];
+          }
+          const float i_gate = sigmoid(gate[0]), f_gate = sigmoid(gate[1]);
+          const float g_gate = tanhf(gate[kGateG]), o_gate = sigmoid(gate[3]);
+          float& c = cell_s[pj * Bp + pb];
+          c = f_gate * c + i_gate * g_gate;
+          const float h = o_gate * tanhf(c);
+          store_relaxed(published, h);
+          const std::size_t out = static_cast<std::size_t>(first_row + pb) * H + unit;
+          a.y[static_cast<std::size_t>(t) * a.batch * H + out] = h;
+          if (t == a.seq_len - 1) {
+            a.hy[out] = h;
+            a.cy[out] = c;
+          }
+        }
+      }
+      pj += pair_step_units;
+      pb += pair_step_rows;
+      if (pb >= Bp) pb -= Bp, ++pj;
+    }
+    trace_phase(3);
   }
-
-  // The layer's final states.
-  const float* h_last = a.h_sequence + static_cast<std::size_t>(a.seq_len - 1) * B * H;
-  for (int i = threadIdx.x; i < B * J; i += blockDim.x) {
-    const int b = i / J, j = blockIdx.x * J + i % J;
-    if (j >= H) continue;
-    a.hy[static_cast<std::size_t>(b) * H + j] = h_last[static_cast<std::size_t>(b) * H + j];
-    a.cy[static_cast<std::size_t>(b) * H + j] = cell[i];
+  if (tracing) {
+    for (int i = 0; i < kTraceSlots - 1; ++i)
+      a.trace[i] = spent[i];
+    a.trace[kTraceSlots - 1] = clock64() - loop_start;
   }
 }
 
-/// The batch tile for B: the smallest of 1, 2, 4, 8 that covers B (larger B loops over tiles).
-int batch_tile(int batch) {
-  return batch <= 1 ? 1 : batch <= 2 ? 2 : batch <= 4 ? 4 : 8;
-}
-
-/// Launch shape of one layer's kernel on `device`.
-struct Launch {
-  int units_per_block = 0, blocks = 0, threads = 0, tile = 0, rows_staged = 0, tile_groups = 0;
-  std::size_t shared_bytes = 0;
-};
-
-Launch plan_launch(const ProblemSize& s, int sm_count, std::size_t shared_limit) {
-  Launch launch;
-  launch.units_per_block = ceil_div(s.hidden, sm_count);
-  launch.blocks = ceil_div(s.hidden, launch.units_per_block);
-  launch.tile = batch_tile(s.batch);
-  // More warps per block than units when the batch has several tiles: G warps share a unit.
-  launch.tile_groups =
-      std::max(1, std::min(ceil_div(s.batch, launch.tile),
-                           kMaxThreads / kWarpSize / std::max(1, launch.units_per_block)));
-  launch.threads = launch.units_per_block * launch.tile_groups * kWarpSize;
-  const std::size_t hp = padded_hidden(s.hidden);
-  const std::size_t fixed = (static_cast<std::size_t>(launch.units_per_block) * kGates * hp +
-                             static_cast<std::size_t>(s.batch) * launch.units_per_block) *
-                            sizeof(float);
-  // Stage all of h_{t-1} at once if it fits, else as many whole tiles as fit (at least one).
-  const std::size_t row_bytes = hp * sizeof(float);
-  const int all_rows = ceil_div(s.batch, launch.tile) * launch.tile;
-  const std::size_t fit = shared_limit > fixed ? (shared_limit - fixed) / row_bytes : 0;
-  launch.rows_staged =
-      std::max(launch.tile, std::min(all_rows, static_cast<int>(fit / launch.tile * launch.tile)));
-  launch.shared_bytes = fixed + launch.rows_staged * row_bytes;
-  return launch;
-}
-
-template <int kBatchTile>
-const void* kernel_for_tile() {
-  return reinterpret_cast<const void*>(&persistent_lstm_kernel<kBatchTile>);
-}
-
-const void* kernel_for(int tile) {
-  switch (tile) {
-    case 1:
-      return kernel_for_tile<1>();
-    case 2:
-      return kernel_for_tile<2>();
-    case 4:
-      return kernel_for_tile<4>();
+const void* kernel_for(int tile_batch) {
+  switch (tile_batch) {
+    case 16:
+      return reinterpret_cast<const void*>(&persistent_lstm_kernel<16>);
+    case 8:
+      return reinterpret_cast<const void*>(&persistent_lstm_kernel<8>);
     default:
-      return kernel_for_tile<8>();
+      return reinterpret_cast<const void*>(&persistent_lstm_kernel<4>);
   }
+}
+
+/// Whether the environment variable `name` is set to something other than "" or "0".
+bool environment_flag(const char* name) {
+  const char* value = std::getenv(name);
+  return value != nullptr && *value != '\0' && std::string(value) != "0";
+}
+
+DeviceLimits limits_of(const cudaDeviceProp& device) {
+  DeviceLimits limits;
+  limits.sm_count = device.multiProcessorCount;
+  limits.shared_bytes = device.sharedMemPerBlockOptin;
+  limits.name = device.name;
+  return limits;
 }
 
 class PersistentStage final : public Stage {
  public:
+  explicit PersistentStage(PlanRequest request) : request_(request) {}
   ~PersistentStage() override {
+    if (trace_.size()) print_trace();
     if (cublas_) cublasDestroy(cublas_);
   }
 
   std::string unsupported_reason(const ProblemSize& s,
                                  const cudaDeviceProp& device) const override {
-    const Launch launch = plan_launch(s, device.multiProcessorCount, device.sharedMemPerBlockOptin);
+    const DeviceLimits limits = limits_of(device);
+    const Plan plan = make_plan(s, limits, request_);
     std::ostringstream why;
-    if (launch.units_per_block * kWarpSize > kMaxThreads) {
-      why << "H = " << s.hidden << " needs " << launch.units_per_block
-          << " warps per block (at most " << kMaxThreads / kWarpSize << "): H may be at most "
-          << kMaxThreads / kWarpSize * device.multiProcessorCount;
-      return why.str();
-    }
-    const std::size_t limit = device.sharedMemPerBlockOptin;
-    if (launch.shared_bytes > limit) {
-      // Find the largest H that fits, to say what would work.
-      ProblemSize fits = s;
-      while (fits.hidden > 1 &&
-             plan_launch(fits, device.multiProcessorCount, limit).shared_bytes > limit)
-        --fits.hidden;
-      why << "the recurrent weights do not fit on chip: a block would need "
-          << launch.shared_bytes / 1024 << " KiB of shared memory for " << launch.units_per_block
-          << " units x 4 gates x H floats plus one batch tile of h, and " << device.name << " has "
-          << limit / 1024 << " KiB per block; at B = " << s.batch << " the largest H that fits is "
-          << fits.hidden;
+    if (!plan.fits) {
+      why << "the recurrent weights do not fit on chip: " << plan.why << " (" << device.name << ", "
+          << limits.sm_count << " SMs, " << limits.shared_bytes / 1024
+          << " KiB of shared memory per block); the largest H that fits at B = " << s.batch
+          << " is " << largest_hidden_that_fits(s, limits);
       return why.str();
     }
     if (!device.cooperativeLaunch) return "the device does not support cooperative launches";
     int per_sm = 0;
-    cudaFuncSetAttribute(kernel_for(launch.tile), cudaFuncAttributeMaxDynamicSharedMemorySize,
-                         static_cast<int>(launch.shared_bytes));
-    cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel_for(launch.tile), launch.threads,
-                                                  launch.shared_bytes);
+    const void* kernel = kernel_for(plan.tile_batch);
+    cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                         static_cast<int>(plan.shared_bytes));
+    cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, plan.threads, plan.shared_bytes);
     cudaGetLastError();
-    if (per_sm * device.multiProcessorCount < launch.blocks) {
-      why << launch.blocks << " blocks of " << launch.threads << " threads and "
-          << launch.shared_bytes / 1024 << " KiB cannot all be resident at once (" << per_sm
-          << " per SM x " << device.multiProcessorCount << " SMs)";
+    if (per_sm * limits.sm_count < plan.blocks()) {
+      why << plan.blocks() << " blocks of " << plan.threads << " threads and "
+          << plan.shared_bytes / 1024 << " KiB cannot all be resident at once (" << per_sm
+          << " per SM x " << limits.sm_count << " SMs)";
       return why.str();
     }
     return {};
@@ -384,8 +505,18 @@ class PersistentStage final : public Stage {
   std::size_t workspace_bytes(const ProblemSize& s) const override {
     const std::size_t state = static_cast<std::size_t>(s.batch) * s.hidden;
     const std::size_t sequence = static_cast<std::size_t>(s.seq_len) * state;
-    // The input parts (T, B, 4H) and the intermediate layers' h sequences (two, alternating).
-    return (kGates * sequence + std::min(s.layers - 1, 2) * sequence) * sizeof(float);
+    // The input parts (T, B, 4H), the intermediate layers' h sequences (two, alternating) and
+    // the exchange buffer (T + 1 slots of one slice's G x H x Bp).
+    std::size_t exchange = 0;
+    int device = 0;
+    cudaDeviceProp prop{};
+    if (cudaGetDevice(&device) == cudaSuccess &&
+        cudaGetDeviceProperties(&prop, device) == cudaSuccess) {
+      const Plan plan = make_plan(s, limits_of(prop), request_);
+      if (plan.fits) exchange = exchange_floats(s, plan);
+    }
+    cudaGetLastError();
+    return (kGates * sequence + std::min(s.layers - 1, 2) * sequence + exchange) * sizeof(float);
   }
 
   void prepare(const DeviceTensors& t) override {
@@ -395,21 +526,28 @@ class PersistentStage final : public Stage {
     CUDA_CHECK(cudaGetDevice(&device));
     cudaDeviceProp prop{};
     CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
-    launch_ = plan_launch(s, prop.multiProcessorCount, prop.sharedMemPerBlockOptin);
-    CUDA_CHECK(cudaFuncSetAttribute(kernel_for(launch_.tile),
+    plan_ = make_plan(s, limits_of(prop), request_);
+    if (!plan_.fits) throw UnsupportedError(plan_.why);
+    if (environment_flag("LSTM07_VERBOSE"))
+      std::cerr << "07_persistent plan: " << plan_.describe() << "\n";
+    CUDA_CHECK(cudaFuncSetAttribute(kernel_for(plan_.tile_batch),
                                     cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                    static_cast<int>(launch_.shared_bytes)));
+                                    static_cast<int>(plan_.shared_bytes)));
     CUBLAS_CHECK(cublasCreate(&cublas_));
     CUBLAS_CHECK(cublasSetMathMode(cublas_, CUBLAS_DEFAULT_MATH));  // FP32 FMA, never TF32
     input_part_.allocate(kGates * sequence);
     for (int i = 0; i < std::min(s.layers - 1, 2); ++i)
       layer_outputs_[i].allocate(sequence);
+    exchange_.allocate(exchange_floats(s, plan_));
+    seq_len_ = s.seq_len;
+    if (environment_flag("LSTM07_TRACE")) trace_.allocate(kTraceSlots);
   }
 
   void forward(const DeviceTensors& t, cudaStream_t stream) override {
     const ProblemSize& s = t.size;
     const int H = s.hidden, B = s.batch, four_h = kGates * H;
     const std::size_t state = static_cast<std::size_t>(B) * H;
+    const std::size_t slot = static_cast<std::size_t>(plan_.batch_groups) * H * plan_.padded_batch;
     const float one = 1.0f, zero = 0.0f;
     CUBLAS_CHECK(cublasSetStream(cublas_, stream));
     for (int layer = 0; layer < s.layers; ++layer) {
@@ -420,40 +558,96 @@ class PersistentStage final : public Stage {
       CUBLAS_CHECK(cublasSgemm(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, four_h, s.seq_len * B, input_size,
                                &one, t.w_ih[layer], input_size, input_sequence, input_size, &zero,
                                input_part_.data(), four_h));
-      LayerArgs args{t.w_hh[layer],
-                     input_part_.data(),
-                     t.b_ih[layer],
-                     t.b_hh[layer],
-                     t.h0 + layer * state,
-                     t.c0 + layer * state,
-                     output_sequence,
-                     t.hy + layer * state,
-                     t.cy + layer * state,
-                     H,
-                     B,
-                     s.seq_len,
-                     launch_.units_per_block,
-                     launch_.rows_staged,
-                     launch_.tile_groups};
-      void* kernel_args[] = {&args};
-      // The whole recurrence of the layer: one launch, all blocks resident at once.
-      CUDA_CHECK(cudaLaunchCooperativeKernel(kernel_for(launch_.tile), dim3(launch_.blocks),
-                                             dim3(launch_.threads), kernel_args,
-                                             launch_.shared_bytes, stream));
+      const int rows_per_slice = plan_.batch_groups * plan_.group_batch;
+      for (int begin = 0; begin < B; begin += rows_per_slice) {
+        const int end = std::min(B, begin + rows_per_slice);
+        // Slot 0 = h0 (transposed); slots 1..T = "not yet published".
+        const int publish_blocks = static_cast<int>(
+            std::min<std::size_t>(ceil_div<std::size_t>(slot, kPublishThreads), 1024));
+        publish_initial_state<<<publish_blocks, kPublishThreads, 0, stream>>>(
+            t.h0 + layer * state, exchange_.data(), H, plan_.batch_groups, plan_.group_batch,
+            plan_.padded_batch, begin, end);
+        CUDA_CHECK(cudaGetLastError());
+        CUDA_CHECK(cudaMemsetAsync(exchange_.data() + slot, 0xFF, s.seq_len * slot * sizeof(float),
+                                   stream));
+        LayerArgs args{t.w_hh[layer],
+                       input_part_.data(),
+                       t.b_ih[layer],
+                       t.b_hh[layer],
+                       t.c0 + layer * state,
+                       output_sequence,
+                       t.hy + layer * state,
+                       t.cy + layer * state,
+                       exchange_.data(),
+                       H,
+                       B,
+                       s.seq_len,
+                       begin,
+                       end,
+                       plan_.units_per_block,
+                       plan_.unit_blocks,
+                       plan_.batch_groups,
+                       plan_.group_batch,
+                       plan_.padded_batch,
+                       plan_.lanes_batch,
+                       plan_.lanes_units,
+                       plan_.phases,
+                       plan_.tile_groups_units,
+                       plan_.tile_groups_batch,
+                       plan_.k_slices,
+                       plan_.chunk_rows,
+                       plan_.chunks,
+                       trace_.size() ? trace_.data() : nullptr};
+        void* kernel_args[] = {&args};
+        // The whole recurrence of the slice: one launch, all blocks resident at once (a block
+        // that waits for h must never wait for a block that has not started).
+        CUDA_CHECK(cudaLaunchCooperativeKernel(kernel_for(plan_.tile_batch), dim3(plan_.blocks()),
+                                               dim3(plan_.threads), kernel_args, plan_.shared_bytes,
+                                               stream));
+      }
     }
   }
 
  private:
-  Launch launch_;
+  /// Prints where block 0 spent the steps of the last launch, per step (LSTM07_TRACE=1).
+  void print_trace() const {
+    if (cudaDeviceSynchronize() != cudaSuccess) return;
+    const std::vector<long long> cycles = trace_.download();
+    int khz = 0;
+    cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, 0);
+    std::cerr << "07_persistent trace (block 0, last launch, per step; cycles at up to "
+              << khz / 1000 << " MHz):";
+    for (int i = 0; i < kTraceSlots; ++i) {
+      const double per_step = static_cast<double>(cycles[i]) / seq_len_;
+      std::cerr << "  " << (i < kTraceSlots - 1 ? kTraceNames[i] : "whole step") << " "
+                << static_cast<long long>(per_step) << " (" << per_step / khz * 1000 << " us)";
+    }
+    std::cerr << "\n";
+  }
+
+  static std::size_t exchange_floats(const ProblemSize& s, const Plan& plan) {
+    return (static_cast<std::size_t>(s.seq_len) + 1) * plan.batch_groups * s.hidden *
+           plan.padded_batch;
+  }
+
+  PlanRequest request_;
+  Plan plan_;
   cublasHandle_t cublas_ = nullptr;
   DeviceBuffer<float> input_part_;        // (T, B, 4H): the input GEMM's result, one layer
   DeviceBuffer<float> layer_outputs_[2];  // intermediate layers' h sequences, alternating
+  DeviceBuffer<float> exchange_;          // (T + 1, G, H, Bp): published h of one slice
+  DeviceBuffer<long long> trace_;         // LSTM07_TRACE=1: block 0's cycles by phase
+  int seq_len_ = 0;
 };
 
 }  // namespace
 
+std::unique_ptr<Stage> make_with_plan(const PlanRequest& request) {
+  return std::make_unique<PersistentStage>(request);
+}
+
 std::unique_ptr<Stage> make() {
-  return std::make_unique<PersistentStage>();
+  return std::make_unique<PersistentStage>(plan_request_from_environment());
 }
 
 }  // namespace lstm::stage_07_persistent

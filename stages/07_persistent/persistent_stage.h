@@ -1,0 +1,16 @@
+/*! \file stages/07_persistent/persistent_stage.h
+ *  \brief Stage 07 with chosen plan parameters, for the tests that reach every code path.
+ */
+#pragma once
+
+#include <memory>
+
+#include "plan.h"
+#include "stage.h"
+
+namespace lstm::stage_07_persistent {
+
+/// Stage 07 with the plan choices of `request` pinned (0 fields are chosen by the planner).
+std::unique_ptr<Stage> make_with_plan(const PlanRequest& request);
+
+}  // namespace lstm::stage_07_persistent
