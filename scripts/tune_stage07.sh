@@ -12,7 +12,9 @@ mkdir -p "$out"
 shapes=("512 1 1" "512 4 1" "512 16 1" "512 64 1" "512 128 1" "512 256 1" "1024 1 1" "1024 4 1" "1024 16 1"
         "1024 64 1" "1024 128 1" "1024 256 1" "512 64 4")
 plans=(auto 4,128,1 4,256,1 4,512,1 8,128,1 8,256,1 16,128,1 16,256,1 4,256,2 4,256,4)
-printf '%-16s' "H B L \\ plan" | tee "$out/tune.txt"
+"$build/bin/lstm_gpu_info" | head -n 1 | tee "$out/tune.txt"
+echo "stage 07 at commit $(cat .git_commit 2>/dev/null || git describe --always --dirty --abbrev=12), $(date -u +%Y-%m-%dT%H:%M:%SZ)" | tee -a "$out/tune.txt"
+printf '%-16s' "H B L \\ plan" | tee -a "$out/tune.txt"
 printf '%10s' "${plans[@]}" | tee -a "$out/tune.txt"
 echo | tee -a "$out/tune.txt"
 for shape in "${shapes[@]}"; do
