@@ -262,16 +262,19 @@ def command_output(command: list[str], cwd: Path | None = None) -> str:
 
 
 def git_commit() -> str:
+    # A copy of the tree whose .git is missing or stale (e.g. sent to a GPU machine) carries the
+    # commit it was made from in .git_commit, which takes precedence (as in cmake/WriteGitCommit).
+    try:
+        recorded = (REPO_ROOT / ".git_commit").read_text().strip()
+    except OSError:
+        recorded = ""
+    if recorded:
+        return recorded
     # safe.directory: a checkout owned by another user (e.g. copied onto a GPU machine, run as
     # root) is otherwise refused by git.
     commit = command_output(["git", "-c", f"safe.directory={REPO_ROOT}", "rev-parse", "--short=12", "HEAD"],
                             cwd=REPO_ROOT)
-    if commit:
-        return commit
-    try:
-        return (REPO_ROOT / ".git_commit").read_text().strip() or "unknown"
-    except OSError:
-        return "unknown"
+    return commit or "unknown"
 
 
 def cuda_driver_api_version() -> str:
