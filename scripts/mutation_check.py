@@ -16,10 +16,12 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 
-# (kind, what the mutation breaks, file, exact text, replacement, CTest label that must fail)
-# GPU mutations run only the tests whose names contain STAGE_00_TESTS (the other stages'
-# tests do not exercise stage 00 and would only slow the check down).
+# (kind, what the mutation breaks, file, exact text, replacement, CTest label that must fail
+#  [, the names of the tests to run: a CTest -R regex])
+# GPU mutations run only the tests of the stage they break (default: stage 00's): the other
+# stages' tests do not exercise it and would only slow the check down.
 STAGE_00_TESTS = "stage_00_naive"
+STAGE_07_TESTS = "stage_07_persistent|Stage07"
 MUTATIONS = [
     ("gpu", "stage 00 swaps the f and g gates in the cell update", "stages/00_naive/stage.cu",
      "cell_.data(), gates_[0].data(), gates_[1].data(), gates_[2].data()",
@@ -32,6 +34,11 @@ MUTATIONS = [
      "  if (index >= count) return;\n  hidden_out[index]",
      "  if (index >= count - 1) return;\n  hidden_out[index]",
      "gpu"),
+    ("gpu", "stage 07 adds only the first k slice's partial sums", "stages/07_persistent/stage.cu",
+     "for (int s = 0; s < a.k_slices; ++s) {", "for (int s = 0; s < 1; ++s) {", "gpu",
+     STAGE_07_TESTS),
+    ("gpu", "stage 07 reads h_{t-1} without waiting for it to be published",
+     "stages/07_persistent/stage.cu", "if (!missing) break;", "break;", "gpu", STAGE_07_TESTS),
     ("cpu", "the reference swaps the f and g gates", "reference/lstm_reference.cpp",
      "sigmoid(gates_b[kForgetGate * H + j])", "sigmoid(gates_b[kCellGate * H + j])", "cpu"),
     ("cpu", "the .npy reader accepts any dtype", "common/npy.cpp",
@@ -54,7 +61,7 @@ def main():
     jobs = str(os.cpu_count() or 2)
     build = ["cmake", "--build", args.build, "--parallel", jobs]
     results, ok = [], True
-    for kind, label, file, text, replacement, test_label in MUTATIONS:
+    for kind, label, file, text, replacement, test_label, *tests in MUTATIONS:
         if args.which not in ("all", kind):
             continue
         path = ROOT / file
@@ -71,7 +78,7 @@ def main():
                 continue
             ctest = ["ctest", "--test-dir", args.build, "-L", test_label, "--parallel", "4"]
             if kind == "gpu":
-                ctest += ["-R", STAGE_00_TESTS]
+                ctest += ["-R", tests[0] if tests else STAGE_00_TESTS]
             if run(ctest, "/tmp/mutation_test.log") == 0:
                 results.append(f"MISSED  {label}: every '{test_label}' test still passes")
                 ok = False

@@ -63,7 +63,7 @@
  * config: per step-layer ~2.3 µs of FMAs at full rate, ~3.5 µs realistic plus ~0.8 of
  * latency, and 0.33 ms of input GEMM per layer: ~4 * (0.33 + 100 * 4.3 µs) ≈ 3 ms.
  * The measurement (README.md) missed the small-batch part of this by 2-3x: each phase of a
- * step is a chain of dependent instructions (~800 per warp per step at ~7 cycles each), not the
+ * step is a chain of dependent instructions (0.4-0.8 us each at B = 1, LSTM07_TRACE), not the
  * few hundred cycles of arithmetic and memory the prediction counted.
  *
  * Limits (plan.h): the 4J x H weight slice, two chunks of h, the partial sums, the input parts
