@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Times stage 07 with the planner's choice and with pinned plans (LSTM07_PLAN=tile,threads,groups,rows,fused)
+# Times stage 07 with the planner's choice and with pinned plans (LSTM07_PLAN=tile,threads,groups)
 # over the shapes its targets name, so that the planner's cost model can be checked against the
 # GPU. Unchecked runs (the checks are gpu_check.sh's job); one line per (shape, plan).
 #
@@ -11,11 +11,11 @@ out=${1:-results/local/tune}
 mkdir -p "$out"
 shapes=("512 1 1" "512 4 1" "512 16 1" "512 64 1" "512 128 1" "512 256 1" "1024 1 1" "1024 4 1" "1024 16 1"
         "1024 64 1" "1024 128 1" "1024 256 1" "512 64 4")
-plans=(auto 0,0,0,0,-1 4,128,1,0,-1 4,256,1,0,-1 4,512,1,0,-1 8,128,1,0,-1 8,256,1,0,-1 16,256,1,0,-1 4,256,2,0,-1 4,256,4,0,-1)
+plans=(auto 4,128,1 4,256,1 4,512,1 8,128,1 8,256,1 16,128,1 16,256,1 4,256,2 4,256,4)
 "$build/bin/lstm_gpu_info" | head -n 1 | tee "$out/tune.txt"
 echo "stage 07 at commit $(cat .git_commit 2>/dev/null || git describe --always --dirty --abbrev=12), $(date -u +%Y-%m-%dT%H:%M:%SZ)" | tee -a "$out/tune.txt"
 printf '%-16s' "H B L \\ plan" | tee -a "$out/tune.txt"
-printf '%13s' "${plans[@]}" | tee -a "$out/tune.txt"
+printf '%10s' "${plans[@]}" | tee -a "$out/tune.txt"
 echo | tee -a "$out/tune.txt"
 for shape in "${shapes[@]}"; do
   read -r hidden batch layers <<<"$shape"
@@ -30,10 +30,10 @@ for shape in "${shapes[@]}"; do
     echo "== $shape plan=$plan" >>"$out/tune.log"
     echo "$line" >>"$out/tune.log"
     us=$(echo "$line" | sed -n 's/.* \([0-9.]*\) us\/step-layer.*/\1/p' | head -n 1)
-    printf '%13s' "${us:-fail}" | tee -a "$out/tune.txt"
+    printf '%10s' "${us:-fail}" | tee -a "$out/tune.txt"
   done
   echo | tee -a "$out/tune.txt"
 done
-echo "(us per step and layer, median of 20; plan = tile,threads,batch groups,rows,fused: 0 = the planner's choice, fused -1 = never the fused layout)" | tee -a "$out/tune.txt"
+echo "(us per step and layer, median of 20; plan = tile,threads,batch groups)" | tee -a "$out/tune.txt"
 echo "The planner's choice (auto) and where block 0 spends a step:" | tee -a "$out/tune.txt"
 grep -E "^== .*plan=auto|plan:|trace" "$out/tune.log" | sed 's/^07_persistent //' | tee -a "$out/tune.txt"

@@ -1,8 +1,7 @@
 // Stage 07 on the GPU with its plan pinned, so that every path of the persistent kernel runs:
-// all register-tile widths, the fused small-batch layout, 64 to 512 threads, several chunks of h
-// per step, several batch groups, batch slices with a partly empty last group, H not a multiple
-// of 4. Each case is checked against the CPU reference and must repeat bit for bit. Skipped without
-// a GPU.
+// all register-tile widths, 64 to 512 threads, several chunks of h per step, several batch
+// groups, batch slices with a partly empty last group, H not a multiple of 4. Each case is
+// checked against the CPU reference and must repeat bit for bit. Skipped without a GPU.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -22,13 +21,12 @@ struct PinnedCase {
   PlanRequest request;
 };
 
-PlanRequest pin(int tile, int threads, int groups, int rows, int fused = -1) {
+PlanRequest pin(int tile, int threads, int groups, int rows) {
   PlanRequest r;
   r.tile_batch = tile;
   r.threads = threads;
   r.batch_groups = groups;
   r.group_batch = rows;
-  r.fused_update = fused;
   return r;
 }
 
@@ -43,11 +41,7 @@ const std::vector<PinnedCase>& cases() {
       {"threads512_B1", make_size(64, 64, 1, 3, 3), pin(4, 512, 1, 0)},
       {"tile16_groups2", make_size(200, 40, 70, 5, 2), pin(16, 128, 2, 0)},
       {"tile16_chunks_slices", make_size(520, 30, 40, 4, 1), pin(16, 64, 1, 20)},
-      {"auto_large_batch", make_size(96, 40, 300, 3, 1), pin(0, 0, 0, 0, 0)},
-      {"fused_one_warp_L3", make_size(37, 19, 3, 7, 3), pin(0, 0, 0, 0, 1)},
-      {"fused_H1000_B1", make_size(1000, 1000, 1, 6, 2), pin(0, 0, 0, 0, 1)},
-      {"fused_groups_slices", make_size(130, 20, 11, 5, 2), pin(0, 0, 2, 0, 1)},
-      {"unfused_B2", make_size(200, 50, 2, 5, 2), pin(0, 0, 0, 0, -1)},
+      {"auto_large_batch", make_size(96, 40, 300, 3, 1), pin(0, 0, 0, 0)},
   };
   return list;
 }

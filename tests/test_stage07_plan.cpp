@@ -73,27 +73,6 @@ TEST(Stage07Plan, OddShapesAreConsistent) {
   }
 }
 
-TEST(Stage07Plan, SmallBatchesUseTheFusedLayout) {
-  for (int hidden : {512, 1024}) {
-    for (int batch : {1, 2, 4}) {
-      const ProblemSize s = size_of(hidden, batch);
-      const Plan p = make_plan(s, h100());
-      expect_consistent(p, s, h100());
-      EXPECT_TRUE(p.fused_update) << p.describe();
-      EXPECT_EQ(p.threads, kWarpSize * p.units_per_block);  // one warp per unit
-      EXPECT_EQ(p.phases, kWarpSize);
-      EXPECT_EQ(p.k_slices, 1);
-      EXPECT_EQ(p.chunks, 1);
-    }
-  }
-  PlanRequest never;
-  never.fused_update = -1;
-  EXPECT_FALSE(make_plan(size_of(512, 1), h100(), never).fused_update);
-  PlanRequest always;
-  always.fused_update = 1;
-  EXPECT_FALSE(make_plan(size_of(512, 64), h100(), always).fits);  // 64 rows: no fused layout
-}
-
 TEST(Stage07Plan, LargeBatchesRunInSlices) {
   const ProblemSize s = size_of(1024, 5000);
   const Plan p = make_plan(s, h100());
@@ -156,9 +135,7 @@ TEST(Stage07Plan, EnvironmentRequestIsParsedOrRefused) {
   EXPECT_EQ(r.threads, 256);
   EXPECT_EQ(r.batch_groups, 2);
   EXPECT_EQ(r.group_batch, 0);
-  ASSERT_EQ(setenv("LSTM07_PLAN", "0,0,0,0,-1", 1), 0);
-  EXPECT_EQ(plan_request_from_environment().fused_update, -1);
-  for (const char* bad : {"8,abc", "5", "8,100", "-1", "8,256,x", "0,0,0,0,2", "0,0,-1"}) {
+  for (const char* bad : {"8,abc", "5", "8,100", "-1", "8,256,x"}) {
     ASSERT_EQ(setenv("LSTM07_PLAN", bad, 1), 0);
     EXPECT_THROW(plan_request_from_environment(), std::invalid_argument) << bad;
   }

@@ -28,7 +28,6 @@ constexpr double kSharedBytesPerClock = 128;  // shared-memory bandwidth
 constexpr double kL2BytesPerClockPerSm = 48;  // what one SM pulls from L2
 constexpr double kL2BytesPerClock = 3000;     // what the whole L2 delivers (~5 TB/s)
 constexpr double kStepLatency = 1500;         // publish h, see it elsewhere, reduce, update c
-constexpr double kFusedStepLatency = 900;     // the same without partial sums and a 2nd barrier
 constexpr double kLaunchClocks = 15000;       // launch, weights into shared memory (~8 µs)
 
 /// Fills in the lane layout, shared memory and cost of `plan` (sizes already set); sets
@@ -37,8 +36,7 @@ void lay_out(Plan& plan, const ProblemSize& s, const DeviceLimits& device) {
   const int H = s.hidden, J = plan.units_per_block;
   const int batch_tiles = plan.padded_batch / plan.tile_batch;
   plan.lanes_batch = std::min(8, next_pow2(batch_tiles));
-  // The fused layout: one warp per unit, its 32 lanes split k (see Plan::fused_update).
-  plan.lanes_units = plan.fused_update ? 1 : std::min(next_pow2(J), kWarpSize / plan.lanes_batch);
+  plan.lanes_units = std::min(next_pow2(J), kWarpSize / plan.lanes_batch);
   plan.phases = kWarpSize / (plan.lanes_batch * plan.lanes_units);
   plan.tile_groups_units = ceil_div_int(J, plan.lanes_units);
   plan.tile_groups_batch = ceil_div_int(batch_tiles, plan.lanes_batch);
@@ -69,10 +67,6 @@ void lay_out(Plan& plan, const ProblemSize& s, const DeviceLimits& device) {
     return;
   }
   plan.chunks = ceil_div_int(H, plan.chunk_rows);
-  if (plan.fused_update && (batch_tiles != 1 || plan.k_slices != 1 || plan.chunks != 1)) {
-    plan.why = "the fused cell update needs one warp per unit, one batch tile and one chunk";
-    return;
-  }
   plan.shared_bytes = shared_bytes_for(plan, H);
   if (plan.shared_bytes > device.shared_bytes) {  // cannot happen after the sizing above
     plan.why = "shared memory";
@@ -90,8 +84,8 @@ void lay_out(Plan& plan, const ProblemSize& s, const DeviceLimits& device) {
   const double h_bytes = 4.0 * padded * H;
   const double l2 =
       std::max(h_bytes / kL2BytesPerClockPerSm, h_bytes * plan.blocks() / kL2BytesPerClock);
-  const double step = (plan.fused_update ? kFusedStepLatency : kStepLatency) +
-                      30.0 * plan.k_slices + 100.0 * plan.chunks + std::max({fma, shared, l2});
+  const double step =
+      kStepLatency + 30.0 * plan.k_slices + 100.0 * plan.chunks + std::max({fma, shared, l2});
   plan.cost = plan.slices * (s.seq_len * step + kLaunchClocks);
 }
 
@@ -103,7 +97,7 @@ std::string Plan::describe() const {
       << " Bg=" << group_batch << " slices=" << slices << " tile=4x" << tile_batch
       << " threads=" << threads << " lanes(b,j,k)=" << lanes_batch << "," << lanes_units << ","
       << phases << " k_slices=" << k_slices << " chunk=" << chunk_rows << "x" << chunks
-      << (fused_update ? " fused" : "") << " smem=" << shared_bytes / 1024 << "KiB";
+      << " smem=" << shared_bytes / 1024 << "KiB";
   return out.str();
 }
 
@@ -125,46 +119,30 @@ Plan make_plan(const ProblemSize& s, const DeviceLimits& device, const PlanReque
   if (request.batch_groups) groups = {request.batch_groups};
   Plan best, first_refusal;
   best.cost = std::numeric_limits<double>::infinity();
-  // Candidates: every (tile, threads, groups), plus the fused layout (threads = 32 per unit).
-  std::vector<int> layouts;
-  if (request.fused_update >= 0) layouts.push_back(1);
-  if (request.fused_update <= 0) layouts.push_back(0);
-  for (int fused : layouts) {
-    for (int tile : fused ? std::vector<int>{4} : tiles) {
-      for (int requested_threads : fused ? std::vector<int>{0} : threads) {
-        for (int g : groups) {
-          if (g > device.sm_count || g > s.batch) continue;
-          const int units = ceil_div_int(s.hidden, device.sm_count / g);
-          const int thread_count = fused ? kWarpSize * units : requested_threads;
-          if (fused && (thread_count > kMaxThreads || s.batch > 4 * g ||
-                        (request.tile_batch && request.tile_batch != 4) ||
-                        (request.threads && request.threads != thread_count)))
-            continue;
-          if (thread_count > max_threads_for_tile(tile)) continue;
-          Plan plan;
-          plan.fused_update = fused;
-          plan.tile_batch = tile;
-          plan.threads = thread_count;
-          plan.batch_groups = g;
-          plan.units_per_block = ceil_div_int(s.hidden, device.sm_count / g);
-          plan.unit_blocks = ceil_div_int(s.hidden, plan.units_per_block);
-          // The most batch rows per block that fit; fewer rows mean more slices (launches).
-          int rows = request.group_batch ? request.group_batch : ceil_div_int(s.batch, g);
-          for (;;) {
-            plan.group_batch = rows;
-            plan.padded_batch = ceil_div_int(rows, tile) * tile;
-            plan.slices = ceil_div_int(s.batch, g * rows);
-            plan.fits = false;
-            lay_out(plan, s, device);
-            if (plan.fits || rows == 1 || request.group_batch) break;
-            rows = ceil_div_int(rows, 2);
-          }
-          if (plan.fits && plan.cost < best.cost) best = plan;
-          // Report why the general layout does not fit (the fused one is only a shortcut).
-          if (!plan.fits && (first_refusal.why.empty() || first_refusal.fused_update)) {
-            if (first_refusal.why.empty() || !fused) first_refusal = plan;
-          }
+  for (int tile : tiles) {
+    for (int thread_count : threads) {
+      for (int g : groups) {
+        if (g > device.sm_count || g > s.batch) continue;
+        if (thread_count > max_threads_for_tile(tile)) continue;
+        Plan plan;
+        plan.tile_batch = tile;
+        plan.threads = thread_count;
+        plan.batch_groups = g;
+        plan.units_per_block = ceil_div_int(s.hidden, device.sm_count / g);
+        plan.unit_blocks = ceil_div_int(s.hidden, plan.units_per_block);
+        // The most batch rows per block that fit; fewer rows mean more slices (launches).
+        int rows = request.group_batch ? request.group_batch : ceil_div_int(s.batch, g);
+        for (;;) {
+          plan.group_batch = rows;
+          plan.padded_batch = ceil_div_int(rows, tile) * tile;
+          plan.slices = ceil_div_int(s.batch, g * rows);
+          plan.fits = false;
+          lay_out(plan, s, device);
+          if (plan.fits || rows == 1 || request.group_batch) break;
+          rows = ceil_div_int(rows, 2);
         }
+        if (plan.fits && plan.cost < best.cost) best = plan;
+        if (!plan.fits && first_refusal.why.empty()) first_refusal = plan;
       }
     }
   }
@@ -192,10 +170,10 @@ PlanRequest plan_request_from_environment() {
   const char* value = std::getenv("LSTM07_PLAN");
   if (value == nullptr || *value == '\0') return request;
   int* fields[] = {&request.tile_batch, &request.threads, &request.batch_groups,
-                   &request.group_batch, &request.fused_update};
+                   &request.group_batch};
   std::istringstream in(value);
   std::string field;
-  for (int i = 0; i < 5 && std::getline(in, field, ','); ++i) {
+  for (int i = 0; i < 4 && std::getline(in, field, ','); ++i) {
     if (field.empty()) continue;
     std::size_t used = 0;
     int parsed = -1;
@@ -204,10 +182,9 @@ PlanRequest plan_request_from_environment() {
     } catch (const std::exception&) {
       used = 0;
     }
-    if (used != field.size() || (parsed < 0 && !(i == 4 && parsed == -1))) {
-      throw std::invalid_argument(
-          "LSTM07_PLAN=\"" + std::string(value) +
-          "\": expected tile,threads,groups,rows,fused (integers, 0 = auto; fused 1 or -1)");
+    if (used != field.size() || parsed < 0) {
+      throw std::invalid_argument("LSTM07_PLAN=\"" + std::string(value) +
+                                  "\": expected tile,threads,groups,rows (integers, 0 = auto)");
     }
     *fields[i] = parsed;
   }
@@ -217,8 +194,6 @@ PlanRequest plan_request_from_environment() {
   if (request.threads != 0 &&
       (request.threads % kWarpSize != 0 || request.threads > kMaxThreads || request.threads < 64))
     throw std::invalid_argument("LSTM07_PLAN: threads must be a multiple of 32, 64 to 512");
-  if (request.fused_update < -1 || request.fused_update > 1)
-    throw std::invalid_argument("LSTM07_PLAN: fused must be 1 (only), -1 (never) or 0 (auto)");
   return request;
 }
 

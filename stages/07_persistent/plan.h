@@ -41,7 +41,6 @@ struct PlanRequest {
   int threads = 0;       ///< threads per block: 128, 256 or 512
   int batch_groups = 0;  ///< G: blocks that split the batch of one launch
   int group_batch = 0;   ///< rows of the batch per block (forces batch slices if small)
-  int fused_update = 0;  ///< 1: only the fused layout, -1: never it, 0: the planner's choice
 };
 
 /// One layer's launch plan. Block (u, g) owns hidden units u*J .. u*J+J-1 for the batch rows of
@@ -62,11 +61,7 @@ struct Plan {
   int lanes_units = 0;      ///< lanes of a warp along the units
   int phases = 0;           ///< lanes of a warp along k (reduced with shuffles)
   int tile_groups_units = 0, tile_groups_batch = 0;  ///< tile groups (one warp each) of a block
-  int k_slices = 0;  ///< warps along k per tile group (reduced in shared memory)
-  /// The small-batch layout (at most 4 batch rows per block): one warp per unit, its 32 lanes
-  /// split k; after the shuffles every lane holds the unit's gates, so the warp applies the
-  /// cell update itself: no partial sums in shared memory and no second block barrier.
-  bool fused_update = false;
+  int k_slices = 0;              ///< warps along k per tile group (reduced in shared memory)
   int chunk_rows = 0;            ///< rows of h_{t-1} staged per chunk
   int chunks = 0;                ///< chunks per step
   std::size_t shared_bytes = 0;  ///< dynamic shared memory per block
@@ -89,10 +84,9 @@ Plan make_plan(const ProblemSize& size, const DeviceLimits& device,
 /// The largest H whose weights fit at batch `batch` (for the refusal message).
 int largest_hidden_that_fits(const ProblemSize& size, const DeviceLimits& device);
 
-/// Reads a PlanRequest from the environment variable LSTM07_PLAN
-/// ("tile,threads,groups,rows,fused", any field 0 or left out = automatic; fused 1 = only the
-/// fused layout, -1 = never), for experiments; throws std::invalid_argument on a malformed
-/// value.
+/// Reads a PlanRequest from the environment variable LSTM07_PLAN ("tile,threads,groups,rows",
+/// any field 0 or left out = automatic), for experiments; throws std::invalid_argument on a
+/// malformed value.
 PlanRequest plan_request_from_environment();
 
 }  // namespace lstm::stage_07_persistent

@@ -45,9 +45,6 @@
  *     memory (neighbouring lanes share them, so most are broadcasts) for 4 * kTileBatch FMAs.
  *   - Partial sums: shuffles across the k phases of a warp, then shared memory across the
  *     warps' k slices, summed in a fixed order (so every run gives bitwise the same result).
- *   - Small batches (at most 4 rows per block) use the fused layout: one warp per unit, its 32
- *     lanes split k; after the shuffles every lane holds the unit's gates, and lane b applies
- *     the cell update of batch row b at once (no partial sums, no second block barrier).
  *   - Cell update: thread p takes (unit, batch row) pairs p, p + threads, ...; their input parts
  *     were copied to shared memory with cp.async at the start of the step (off the critical
  *     path); c stays in shared memory for the whole sequence; h_t goes to y and, published, to
@@ -126,7 +123,6 @@ struct LayerArgs {
   int lanes_batch, lanes_units, phases, tile_groups_units, tile_groups_batch, k_slices;
   int chunk_rows, chunks;
   long long* trace;  // nullptr, or kTraceSlots cycle counts of block 0 (LSTM07_TRACE=1)
-  int fused_update;  // one warp per unit applies its own cell update (plan.h)
 };
 
 /// A 16-byte load through L2 that is allowed to race with another SM's stores (relaxed, GPU
@@ -158,24 +154,6 @@ __device__ __forceinline__ float sigmoid(float z) {
 __device__ __forceinline__ void copy_async_4(float* shared_target, const float* source) {
   const unsigned target = static_cast<unsigned>(__cvta_generic_to_shared(shared_target));
   asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(target), "l"(source) : "memory");
-}
-
-/// The cell update of (unit, batch row `row`) at step t, from its four summed gate inputs:
-/// c = f*c + i*g, h = o*tanh(c); publishes h (the signal to every block), writes y and, at the
-/// last step, hy and cy.
-__device__ __forceinline__ void update_cell(const LayerArgs& a, const float (&gate)[kGates],
-                                            float& c, float* published, int t, int row, int unit) {
-  const float i_gate = sigmoid(gate[0]), f_gate = sigmoid(gate[1]);
-  const float g_gate = tanhf(gate[kGateG]), o_gate = sigmoid(gate[3]);
-  c = f_gate * c + i_gate * g_gate;
-  const float h = o_gate * tanhf(c);
-  store_relaxed(published, h);
-  const std::size_t out = static_cast<std::size_t>(row) * a.hidden + unit;
-  a.y[static_cast<std::size_t>(t) * a.batch * a.hidden + out] = h;
-  if (t == a.seq_len - 1) {
-    a.hy[out] = h;
-    a.cy[out] = c;
-  }
 }
 
 /// Slot 0 of the exchange buffer: h0 of this slice's rows, transposed to [g][k][Bp], zeros in
@@ -306,28 +284,17 @@ __global__ void __launch_bounds__(max_threads_for_tile(kTileBatch), 1)
 
     // The input parts of this thread's cell updates do not depend on h_{t-1}: copy them to
     // shared memory now (cp.async: no registers held), use them after the product.
-    // (The thread that copies a value is the one that uses it: cp.async completes per thread.)
-    if (a.fused_update) {  // lane b of warp j: batch row b of unit j
-      if (lane < rows && first_unit + j < H) {
+    for (int pair = tid, pj = first_pj, pb = first_pb; pair < pairs; pair += threads) {
+      if (first_unit + pj < H && pb < rows) {
         const float* in =
-            input_t + static_cast<std::size_t>(first_row + lane) * kGates * H + first_unit + j;
+            input_t + static_cast<std::size_t>(first_row + pb) * kGates * H + first_unit + pj;
 #pragma unroll
         for (int q = 0; q < kGates; ++q)
-          copy_async_4(input_s + (j * Bp + lane) * kGates + q, in + q * H);
+          copy_async_4(input_s + pair * kGates + q, in + q * H);
       }
-    } else {
-      for (int pair = tid, pj = first_pj, pb = first_pb; pair < pairs; pair += threads) {
-        if (first_unit + pj < H && pb < rows) {
-          const float* in =
-              input_t + static_cast<std::size_t>(first_row + pb) * kGates * H + first_unit + pj;
-#pragma unroll
-          for (int q = 0; q < kGates; ++q)
-            copy_async_4(input_s + pair * kGates + q, in + q * H);
-        }
-        pj += pair_step_units;
-        pb += pair_step_rows;
-        if (pb >= Bp) pb -= Bp, ++pj;
-      }
+      pj += pair_step_units;
+      pb += pair_step_rows;
+      if (pb >= Bp) pb -= Bp, ++pj;
     }
     asm volatile("cp.async.commit_group;\n" ::: "memory");
 
@@ -348,9 +315,7 @@ __global__ void __launch_bounds__(max_threads_for_tile(kTileBatch), 1)
       const bool last = chunk == a.chunks - 1;
       const int k0 = chunk * a.chunk_rows, n4 = (last ? last_rows : a.chunk_rows) * Bp4;
       const float4* source = h_prev + static_cast<std::size_t>(k0) * Bp4;
-      // Buffers alternate by chunk and by step: in the fused layout a warp may stage step t + 1
-      // while another still multiplies step t (the staging barrier keeps them one step apart).
-      float4* buffer = h_s + ((t + chunk) & 1) * a.chunk_rows * Bp4;
+      float4* buffer = h_s + (chunk & 1) * a.chunk_rows * Bp4;
       // Wait until every value this thread carries is published; re-read all missing ones at
       // once, so a retry costs one L2 round trip, not one per value.
       for (int polls = 0;; ++polls) {
@@ -414,7 +379,7 @@ __global__ void __launch_bounds__(max_threads_for_tile(kTileBatch), 1)
             acc[q][e] += __shfl_xor_sync(kFullMask, acc[q][e], offset);
         }
       }
-      if (!a.fused_update && computes && phase == 0) {
+      if (computes && phase == 0) {
 #pragma unroll
         for (int q = 0; q < kGates; ++q) {
           float4* out = reinterpret_cast<float4*>(sums_s + ((k_slice * J + j) * kGates + q) * Bp +
@@ -426,61 +391,46 @@ __global__ void __launch_bounds__(max_threads_for_tile(kTileBatch), 1)
         }
       }
     }
-    if (a.fused_update) {
-      // One warp per unit (j = warp): after the butterfly every lane holds the unit's four
-      // gates for every batch column, so lane b applies the cell update of batch row b at once:
-      // no partial sums in shared memory, no second block barrier.
-      trace_phase(2);
-      asm volatile("cp.async.wait_group 0;\n" ::: "memory");  // this lane's input parts
-      const int unit = first_unit + j;
-      if (lane < Bp && unit < H) {
-        float* published = h_next + static_cast<std::size_t>(unit) * Bp + lane;
-        if (lane >= rows) {  // padding columns: published as zeros
+    __syncthreads();
+    trace_phase(2);
+
+    // The cell update of this thread's (unit, batch row) pairs; publishing h_t is the signal.
+    asm volatile("cp.async.wait_group 0;\n" ::: "memory");  // this thread's input parts
+    for (int pair = tid, pj = first_pj, pb = first_pb; pair < pairs; pair += threads) {
+      const int unit = first_unit + pj;
+      if (unit < H) {
+        float* published = h_next + static_cast<std::size_t>(unit) * Bp + pb;
+        if (pb >= rows) {  // padding columns: published as zeros, read by nobody's arithmetic
           store_relaxed(published, 0.0f);
         } else {
           float gate[kGates];
 #pragma unroll
-          for (int q = 0; q < kGates; ++q) {
-            float sum = acc[q][0];  // acc[q][lane], with a constant index
-#pragma unroll
-            for (int e = 1; e < kTileBatch; ++e)
-              if (lane == e) sum = acc[q][e];
-            gate[q] = input_s[(j * Bp + lane) * kGates + q] + bias_s[j * kGates + q] + sum;
-          }
-          update_cell(a, gate, cell_s[j * Bp + lane], published, t, first_row + lane, unit);
-        }
-      }
-    } else {
-      __syncthreads();
-      trace_phase(2);
-
-      // The cell update of this thread's (unit, batch row) pairs; publishing h_t is the signal.
-      asm volatile("cp.async.wait_group 0;\n" ::: "memory");  // this thread's input parts
-      for (int pair = tid, pj = first_pj, pb = first_pb; pair < pairs; pair += threads) {
-        const int unit = first_unit + pj;
-        if (unit < H) {
-          float* published = h_next + static_cast<std::size_t>(unit) * Bp + pb;
-          if (pb >= rows) {  // padding columns: published as zeros, read by nobody's arithmetic
-            store_relaxed(published, 0.0f);
-          } else {
-            float gate[kGates];
+          for (int q = 0; q < kGates; ++q)
+            gate[q] = input_s[pair * kGates + q] + bias_s[pj * kGates + q];
+          const float* sums = sums_s + pj * kGates * Bp + pb;
+#pragma unroll 4
+          for (int s = 0; s < a.k_slices; ++s) {  // fixed order: bitwise reproducible
 #pragma unroll
             for (int q = 0; q < kGates; ++q)
-              gate[q] = input_s[pair * kGates + q] + bias_s[pj * kGates + q];
-            const float* sums = sums_s + pj * kGates * Bp + pb;
-#pragma unroll 4
-            for (int s = 0; s < a.k_slices; ++s) {  // fixed order: bitwise reproducible
-#pragma unroll
-              for (int q = 0; q < kGates; ++q)
-                gate[q] += sums[(s * J * kGates + q) * Bp];
-            }
-            update_cell(a, gate, cell_s[pj * Bp + pb], published, t, first_row + pb, unit);
+              gate[q] += sums[(s * J * kGates + q) * Bp];
+          }
+          const float i_gate = sigmoid(gate[0]), f_gate = sigmoid(gate[1]);
+          const float g_gate = tanhf(gate[kGateG]), o_gate = sigmoid(gate[3]);
+          float& c = cell_s[pj * Bp + pb];
+          c = f_gate * c + i_gate * g_gate;
+          const float h = o_gate * tanhf(c);
+          store_relaxed(published, h);
+          const std::size_t out = static_cast<std::size_t>(first_row + pb) * H + unit;
+          a.y[static_cast<std::size_t>(t) * a.batch * H + out] = h;
+          if (t == a.seq_len - 1) {
+            a.hy[out] = h;
+            a.cy[out] = c;
           }
         }
-        pj += pair_step_units;
-        pb += pair_step_rows;
-        if (pb >= Bp) pb -= Bp, ++pj;
       }
+      pj += pair_step_units;
+      pb += pair_step_rows;
+      if (pb >= Bp) pb -= Bp, ++pj;
     }
     trace_phase(3);
   }
@@ -647,8 +597,7 @@ class PersistentStage final : public Stage {
                        plan_.k_slices,
                        plan_.chunk_rows,
                        plan_.chunks,
-                       trace_.size() ? trace_.data() : nullptr,
-                       plan_.fused_update ? 1 : 0};
+                       trace_.size() ? trace_.data() : nullptr};
         void* kernel_args[] = {&args};
         // The whole recurrence of the slice: one launch, all blocks resident at once (a block
         // that waits for h must never wait for a block that has not started).
