@@ -4,10 +4,12 @@
 
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <string>
 #include <vector>
 
 #include "cuda_utils.h"
+#include "device_problem.h"
 #include "problem.h"
 
 namespace lstm::testing {
@@ -41,6 +43,28 @@ inline const std::vector<Shape>& odd_shapes() {
       {"T23_short_last_chunk", make_size(48, 20, 2, 23, 3)},
   };
   return list;
+}
+
+/// Runs `stage` (named `name` in messages) on `params` twice; the second run must repeat the
+/// first bit for bit (a stage must not depend on state left by an earlier forward, and its
+/// reduction order must be fixed). Returns the outputs of the first run.
+inline LstmOutputs run_twice(Stage& stage, const LstmParams& params, const std::string& name) {
+  cudaDeviceProp prop{};
+  CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+  const std::string unsupported = stage.unsupported_reason(params.size, prop);
+  EXPECT_EQ(unsupported, "") << name << " refuses " << params.size.describe();
+  DeviceProblem problem(params);
+  stage.prepare(problem.tensors());
+  cudaStream_t stream;
+  CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  const LstmOutputs first = run_forward_for_check(stage, problem, stream);
+  const LstmOutputs second = run_forward_for_check(stage, problem, stream);
+  CUDA_CHECK(cudaStreamDestroy(stream));
+  EXPECT_EQ(0, std::memcmp(first.y.data(), second.y.data(), first.y.size() * sizeof(float)))
+      << name << ": a second forward pass gave different y";
+  EXPECT_EQ(0, std::memcmp(first.cy.data(), second.cy.data(), first.cy.size() * sizeof(float)))
+      << name << ": a second forward pass gave different cy";
+  return first;
 }
 
 }  // namespace lstm::testing

@@ -19,26 +19,10 @@ const std::vector<Shape>& shapes() {
   return testing::odd_shapes();
 }
 
-/// Runs `info` on `params` twice (the second run must repeat the first bit for bit: a stage must
-/// not depend on state left by an earlier forward) and returns the outputs.
+/// Runs `info` on `params` twice (testing::run_twice) and returns the outputs.
 LstmOutputs run_stage(const StageInfo& info, const LstmParams& params) {
   std::unique_ptr<Stage> stage = info.make();
-  cudaDeviceProp prop{};
-  CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
-  const std::string unsupported = stage->unsupported_reason(params.size, prop);
-  EXPECT_EQ(unsupported, "") << info.name << " refuses " << params.size.describe();
-  DeviceProblem problem(params);
-  stage->prepare(problem.tensors());
-  cudaStream_t stream;
-  CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-  const LstmOutputs first = run_forward_for_check(*stage, problem, stream);
-  const LstmOutputs second = run_forward_for_check(*stage, problem, stream);
-  CUDA_CHECK(cudaStreamDestroy(stream));
-  EXPECT_EQ(0, std::memcmp(first.y.data(), second.y.data(), first.y.size() * sizeof(float)))
-      << info.name << ": a second forward pass gave different y";
-  EXPECT_EQ(0, std::memcmp(first.cy.data(), second.cy.data(), first.cy.size() * sizeof(float)))
-      << info.name << ": a second forward pass gave different cy";
-  return first;
+  return testing::run_twice(*stage, params, info.name);
 }
 
 class StageVsReference : public ::testing::TestWithParam<std::tuple<std::size_t, std::size_t>> {};
