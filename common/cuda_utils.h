@@ -12,6 +12,8 @@
 #include <utility>
 #include <vector>
 
+#include "problem.h"  // ceil_div
+
 namespace lstm {
 
 /// A failed CUDA runtime or cuBLAS call; what() names the call, the file, the line and the error.
@@ -25,12 +27,6 @@ class CudaError : public std::runtime_error {
 /// Throws CudaError for a failed cuBLAS call (used by CUBLAS_CHECK).
 [[noreturn]] void throw_cublas_error(cublasStatus_t status, const char* call, const char* file,
                                      int line);
-
-/// Integer division rounded up: the number of blocks of `divisor` threads that cover `count`.
-template <typename T>
-constexpr T ceil_div(T count, T divisor) {
-  return (count + divisor - 1) / divisor;
-}
 
 /// Whether a usable CUDA GPU is present; if not, `why` (if given) says what the runtime said.
 bool cuda_device_available(std::string* why = nullptr);

@@ -9,6 +9,12 @@
 
 namespace lstm {
 
+/// Integer division rounded up: the number of blocks of `divisor` threads that cover `count`.
+template <typename T>
+constexpr T ceil_div(T count, T divisor) {
+  return (count + divisor - 1) / divisor;
+}
+
 /// The sizes of one LSTM forward pass (PyTorch `nn.LSTM`, unidirectional, no projection).
 struct ProblemSize {
   int hidden = 512;      ///< H: hidden units per layer.

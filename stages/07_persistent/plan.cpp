@@ -11,10 +11,6 @@
 namespace lstm::stage_07_persistent {
 namespace {
 
-int ceil_div_int(int a, int b) {
-  return (a + b - 1) / b;
-}
-
 int next_pow2(int n) {
   int p = 1;
   while (p < n)
@@ -38,8 +34,8 @@ void lay_out(Plan& plan, const ProblemSize& s, const DeviceLimits& device) {
   plan.lanes_batch = std::min(8, next_pow2(batch_tiles));
   plan.lanes_units = std::min(next_pow2(J), kWarpSize / plan.lanes_batch);
   plan.phases = kWarpSize / (plan.lanes_batch * plan.lanes_units);
-  plan.tile_groups_units = ceil_div_int(J, plan.lanes_units);
-  plan.tile_groups_batch = ceil_div_int(batch_tiles, plan.lanes_batch);
+  plan.tile_groups_units = ceil_div(J, plan.lanes_units);
+  plan.tile_groups_batch = ceil_div(batch_tiles, plan.lanes_batch);
   const int warps = plan.threads / kWarpSize;
   const int tile_groups = plan.tile_groups_units * plan.tile_groups_batch;
   std::ostringstream why;
@@ -66,7 +62,7 @@ void lay_out(Plan& plan, const ProblemSize& s, const DeviceLimits& device) {
     plan.why = why.str();
     return;
   }
-  plan.chunks = ceil_div_int(H, plan.chunk_rows);
+  plan.chunks = ceil_div(H, plan.chunk_rows);
   plan.shared_bytes = shared_bytes_for(plan, H);
   if (plan.shared_bytes > device.shared_bytes) {  // cannot happen after the sizing above
     plan.why = "shared memory";
@@ -128,18 +124,18 @@ Plan make_plan(const ProblemSize& s, const DeviceLimits& device, const PlanReque
         plan.tile_batch = tile;
         plan.threads = thread_count;
         plan.batch_groups = g;
-        plan.units_per_block = ceil_div_int(s.hidden, device.sm_count / g);
-        plan.unit_blocks = ceil_div_int(s.hidden, plan.units_per_block);
+        plan.units_per_block = ceil_div(s.hidden, device.sm_count / g);
+        plan.unit_blocks = ceil_div(s.hidden, plan.units_per_block);
         // The most batch rows per block that fit; fewer rows mean more slices (launches).
-        int rows = request.group_batch ? request.group_batch : ceil_div_int(s.batch, g);
+        int rows = request.group_batch ? request.group_batch : ceil_div(s.batch, g);
         for (;;) {
           plan.group_batch = rows;
-          plan.padded_batch = ceil_div_int(rows, tile) * tile;
-          plan.slices = ceil_div_int(s.batch, g * rows);
+          plan.padded_batch = ceil_div(rows, tile) * tile;
+          plan.slices = ceil_div(s.batch, g * rows);
           plan.fits = false;
           lay_out(plan, s, device);
           if (plan.fits || rows == 1 || request.group_batch) break;
-          rows = ceil_div_int(rows, 2);
+          rows = ceil_div(rows, 2);
         }
         if (plan.fits && plan.cost < best.cost) best = plan;
         if (!plan.fits && first_refusal.why.empty()) first_refusal = plan;

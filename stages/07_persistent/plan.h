@@ -38,7 +38,7 @@ struct DeviceLimits {
 /// Optional choices for experiments and tests; 0 means "let the plan choose".
 struct PlanRequest {
   int tile_batch = 0;    ///< batch columns of a thread's register tile: 4, 8 or 16
-  int threads = 0;       ///< threads per block: 128, 256 or 512
+  int threads = 0;       ///< threads per block: a multiple of 32, 64 to 512
   int batch_groups = 0;  ///< G: blocks that split the batch of one launch
   int group_batch = 0;   ///< rows of the batch per block (forces batch slices if small)
 };
@@ -65,7 +65,7 @@ struct Plan {
   int chunk_rows = 0;            ///< rows of h_{t-1} staged per chunk
   int chunks = 0;                ///< chunks per step
   std::size_t shared_bytes = 0;  ///< dynamic shared memory per block
-  double cost = 0;               ///< the planner's estimate of one step, in SM clock cycles
+  double cost = 0;  ///< the planner's estimate of one layer (all slices, T steps), SM clocks
 
   int blocks() const { return unit_blocks * batch_groups; }
   /// One line for logs: "J=4 U=128 G=1 Bg=64 tile=4x8 threads=256 ...".
@@ -81,7 +81,7 @@ std::size_t shared_bytes_for(const Plan& plan, int hidden);
 Plan make_plan(const ProblemSize& size, const DeviceLimits& device,
                const PlanRequest& request = {});
 
-/// The largest H whose weights fit at batch `batch` (for the refusal message).
+/// The largest H whose weights fit at the other sizes of `size` (for the refusal message).
 int largest_hidden_that_fits(const ProblemSize& size, const DeviceLimits& device);
 
 /// Reads a PlanRequest from the environment variable LSTM07_PLAN ("tile,threads,groups,rows",
