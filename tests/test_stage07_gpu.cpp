@@ -1,6 +1,8 @@
-// Stage 07 on the GPU with its plan pinned, so that every path of the persistent kernel runs:
-// all register-tile widths, 64 to 512 threads, several chunks of h per step, several batch
-// groups, batch slices with a partly empty last group, H not a multiple of 4. Each case is
+// Stage 07 on the GPU with its plan pinned, so that every path of both persistent kernels runs.
+// Shared-memory kernel: all register-tile widths, 64 to 512 threads, several chunks of h per
+// step, several batch groups, batch slices with a partly empty last group, H not a multiple of
+// 4. Register kernel: 8 and 32 weights per lane, batch tiles 1, 2, 4 and 8 with padding
+// columns, float4 and scalar staging, a partly empty last block and last k slice. Each case is
 // checked against the CPU reference and must repeat bit for bit. Skipped without a GPU.
 #include <gtest/gtest.h>
 
@@ -19,6 +21,8 @@ struct PinnedCase {
   const char* label;
   ProblemSize size;
   PlanRequest request;
+  int k_per_lane = 0;  ///< register-kernel cases: the weights per lane the case must reach
+  int tile_batch = 0;  ///< and the batch tile (checked against the planner: cases cannot drift)
 };
 
 PlanRequest pin(int tile, int threads, int groups, int rows) {
@@ -27,6 +31,12 @@ PlanRequest pin(int tile, int threads, int groups, int rows) {
   r.threads = threads;
   r.batch_groups = groups;
   r.group_batch = rows;
+  return r;
+}
+
+PlanRequest registers() {
+  PlanRequest r;
+  r.weights = WeightHome::kRegisters;
   return r;
 }
 
@@ -42,6 +52,13 @@ const std::vector<PinnedCase>& cases() {
       {"tile16_groups2", make_size(200, 40, 70, 5, 2), pin(16, 128, 2, 0)},
       {"tile16_chunks_slices", make_size(520, 30, 40, 4, 1), pin(16, 64, 1, 20)},
       {"auto_large_batch", make_size(96, 40, 300, 3, 1), pin(0, 0, 0, 0)},
+      {"registers_k8_b1", make_size(200, 50, 1, 6, 2), registers(), 8, 1},
+      {"registers_k8_b2_scalar_staging", make_size(37, 50, 2, 5, 2), registers(), 8, 2},
+      {"registers_k8_b3_two_slices", make_size(300, 40, 3, 5, 1), registers(), 8, 4},
+      {"registers_k8_b5_three_layers", make_size(130, 20, 5, 5, 3), registers(), 8, 8},
+      {"registers_k32_b1", make_size(1024, 1024, 1, 3, 1), registers(), 32, 1},
+      {"registers_k32_b4", make_size(700, 33, 4, 4, 2), registers(), 32, 4},
+      {"registers_k32_b7_partial_block", make_size(900, 64, 7, 3, 1), registers(), 32, 8},
   };
   return list;
 }
@@ -51,6 +68,17 @@ class Stage07Pinned : public ::testing::TestWithParam<std::size_t> {};
 TEST_P(Stage07Pinned, MatchesTheCpuReferenceAndRepeats) {
   SKIP_WITHOUT_GPU();
   const PinnedCase& c = cases()[GetParam()];
+  if (c.k_per_lane) {
+    cudaDeviceProp prop{};
+    CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+    DeviceLimits limits;
+    limits.sm_count = prop.multiProcessorCount;
+    limits.shared_bytes = prop.sharedMemPerBlockOptin;
+    const Plan plan = make_plan(c.size, limits, c.request);
+    ASSERT_TRUE(plan.fits && plan.weights_in_registers) << plan.describe() << " " << plan.why;
+    EXPECT_EQ(plan.k_per_lane, c.k_per_lane) << plan.describe();
+    EXPECT_EQ(plan.tile_batch, c.tile_batch) << plan.describe();
+  }
   const LstmParams params = generate_params(c.size, 7);
   std::unique_ptr<Stage> stage = make_with_plan(c.request);
   const LstmOutputs first = testing::run_twice(*stage, params, c.label);

@@ -36,6 +36,22 @@ void expect_consistent(const Plan& p, const ProblemSize& s, const DeviceLimits& 
   EXPECT_GE(p.units_per_block * p.unit_blocks, s.hidden);         // every unit has an owner
   EXPECT_LT(p.units_per_block * (p.unit_blocks - 1), s.hidden);   // and no block is empty
   EXPECT_GE(p.slices * p.batch_groups * p.group_batch, s.batch);  // every batch row runs
+  EXPECT_EQ(p.shared_bytes, shared_bytes_for(p, s.hidden));
+  EXPECT_LE(p.shared_bytes, device.shared_bytes);
+  if (p.weights_in_registers) {  // one warp per (unit, k slice); one launch, one batch group
+    EXPECT_EQ(p.threads, kWarpSize * p.units_per_block * p.k_slices);
+    EXPECT_LE(p.threads, max_threads_for_registers(p.k_per_lane, p.tile_batch));
+    EXPECT_GE(p.k_slices * kWarpSize * p.k_per_lane, s.hidden);        // every k is multiplied
+    EXPECT_LT((p.k_slices - 1) * kWarpSize * p.k_per_lane, s.hidden);  // and no slice is empty
+    EXPECT_EQ(p.batch_groups, 1);
+    EXPECT_EQ(p.slices, 1);
+    EXPECT_EQ(p.group_batch, s.batch);
+    EXPECT_EQ(p.padded_batch, p.tile_batch);
+    EXPECT_GE(p.tile_batch, s.batch);
+    EXPECT_LE(p.tile_batch, kMaxRegisterBatch);
+    EXPECT_EQ(p.tile_batch & (p.tile_batch - 1), 0);  // 1, 2, 4 or 8
+    return;
+  }
   EXPECT_EQ(p.padded_batch % p.tile_batch, 0);
   EXPECT_GE(p.padded_batch, p.group_batch);
   EXPECT_EQ(p.lanes_batch * p.lanes_units * p.phases, kWarpSize);
@@ -44,8 +60,6 @@ void expect_consistent(const Plan& p, const ProblemSize& s, const DeviceLimits& 
   EXPECT_GE(p.tile_groups_batch * p.lanes_batch * p.tile_batch, p.padded_batch);
   EXPECT_LE(p.chunk_rows * p.padded_batch / 4, kStageRegisters * p.threads);
   EXPECT_GE(p.chunk_rows * p.chunks, s.hidden);
-  EXPECT_EQ(p.shared_bytes, shared_bytes_for(p, s.hidden));
-  EXPECT_LE(p.shared_bytes, device.shared_bytes);
 }
 
 TEST(Stage07Plan, CanonicalConfigFitsInOneLaunchPerLayer) {
@@ -71,6 +85,50 @@ TEST(Stage07Plan, OddShapesAreConsistent) {
       expect_consistent(make_plan(s, h100()), s, h100());
     }
   }
+}
+
+TEST(Stage07Plan, SmallBatchesKeepTheWeightsInRegisters) {
+  const ProblemSize s512 = size_of(512, 1);
+  const Plan p512 = make_plan(s512, h100());
+  expect_consistent(p512, s512, h100());
+  EXPECT_TRUE(p512.weights_in_registers);
+  EXPECT_EQ(p512.units_per_block, 4);  // 128 blocks x 4 units
+  EXPECT_EQ(p512.k_per_lane, 8);       // 4 x 8 weights per thread
+  EXPECT_EQ(p512.threads, 256);
+  EXPECT_EQ(p512.tile_batch, 1);
+  const ProblemSize s1024 = size_of(1024, 4);
+  const Plan p1024 = make_plan(s1024, h100());
+  expect_consistent(p1024, s1024, h100());
+  EXPECT_TRUE(p1024.weights_in_registers);
+  EXPECT_EQ(p1024.k_per_lane, 32);  // 8 per lane would need 1024 threads
+  EXPECT_EQ(p1024.threads, 256);
+  EXPECT_EQ(p1024.tile_batch, 4);
+  EXPECT_EQ(make_plan(size_of(512, 3), h100()).tile_batch, 4);  // B rounds up to 1, 2, 4 or 8
+  EXPECT_EQ(make_plan(size_of(512, 8), h100()).tile_batch, 8);
+  EXPECT_FALSE(make_plan(size_of(512, 9), h100()).weights_in_registers);
+}
+
+TEST(Stage07Plan, WhereTheRegisterKernelDoesNotFitTheSharedOneRuns) {
+  // H = 1320: 10 units x 2 k slices of 32 x 32 = 20 warps, more than 8.
+  const ProblemSize s = size_of(1320, 1);
+  const Plan registers = make_register_plan(s, h100());
+  EXPECT_FALSE(registers.fits);
+  EXPECT_NE(registers.why.find("warps per block"), std::string::npos) << registers.why;
+  const Plan p = make_plan(s, h100());
+  expect_consistent(p, s, h100());
+  EXPECT_FALSE(p.weights_in_registers);
+  // Asking for registers where they do not fit is refused with the reason.
+  PlanRequest request;
+  request.weights = WeightHome::kRegisters;
+  const Plan refused = make_plan(size_of(512, 16), h100(), request);
+  EXPECT_FALSE(refused.fits);
+  EXPECT_NE(refused.why.find("batch rows"), std::string::npos) << refused.why;
+  // Asking for shared memory, or pinning any of its choices, gives the shared-memory kernel.
+  request.weights = WeightHome::kSharedMemory;
+  EXPECT_FALSE(make_plan(size_of(512, 1), h100(), request).weights_in_registers);
+  request = {};
+  request.threads = 256;
+  EXPECT_FALSE(make_plan(size_of(512, 1), h100(), request).weights_in_registers);
 }
 
 TEST(Stage07Plan, LargeBatchesRunInSlices) {
@@ -142,6 +200,24 @@ TEST(Stage07Plan, EnvironmentRequestIsParsedOrRefused) {
   unsetenv("LSTM07_PLAN");
   r = plan_request_from_environment();
   EXPECT_EQ(r.tile_batch, 0);
+  EXPECT_EQ(r.weights, WeightHome::kAuto);
+  ASSERT_EQ(setenv("LSTM07_WEIGHTS", "registers", 1), 0);
+  EXPECT_EQ(plan_request_from_environment().weights, WeightHome::kRegisters);
+  ASSERT_EQ(setenv("LSTM07_WEIGHTS", "registers,32", 1), 0);
+  r = plan_request_from_environment();
+  EXPECT_EQ(r.k_per_lane, 32);
+  EXPECT_EQ(make_plan(size_of(512, 1), h100(), r).k_per_lane, 32);
+  ASSERT_EQ(setenv("LSTM07_WEIGHTS", "registers,16", 1), 0);
+  EXPECT_THROW(plan_request_from_environment(), std::invalid_argument);
+  ASSERT_EQ(setenv("LSTM07_WEIGHTS", "shared", 1), 0);
+  EXPECT_EQ(plan_request_from_environment().weights, WeightHome::kSharedMemory);
+  ASSERT_EQ(setenv("LSTM07_WEIGHTS", "smem", 1), 0);
+  EXPECT_THROW(plan_request_from_environment(), std::invalid_argument);
+  ASSERT_EQ(setenv("LSTM07_WEIGHTS", "registers", 1), 0);  // registers + a shared-memory plan
+  ASSERT_EQ(setenv("LSTM07_PLAN", "4,256", 1), 0);
+  EXPECT_THROW(plan_request_from_environment(), std::invalid_argument);
+  unsetenv("LSTM07_PLAN");
+  unsetenv("LSTM07_WEIGHTS");
 }
 
 }  // namespace

@@ -89,7 +89,13 @@ void lay_out(Plan& plan, const ProblemSize& s, const DeviceLimits& device) {
 
 std::string Plan::describe() const {
   std::ostringstream out;
-  out << "J=" << units_per_block << " U=" << unit_blocks << " G=" << batch_groups
+  if (weights_in_registers) {
+    out << "weights=registers J=" << units_per_block << " U=" << unit_blocks << " B=" << group_batch
+        << " tile=" << tile_batch << " threads=" << threads << " k_slices=" << k_slices
+        << " k_per_lane=" << k_per_lane << " smem=" << shared_bytes / 1024 << "KiB";
+    return out.str();
+  }
+  out << "weights=shared J=" << units_per_block << " U=" << unit_blocks << " G=" << batch_groups
       << " Bg=" << group_batch << " slices=" << slices << " tile=4x" << tile_batch
       << " threads=" << threads << " lanes(b,j,k)=" << lanes_batch << "," << lanes_units << ","
       << phases << " k_slices=" << k_slices << " chunk=" << chunk_rows << "x" << chunks
@@ -99,6 +105,11 @@ std::string Plan::describe() const {
 
 std::size_t shared_bytes_for(const Plan& p, int hidden) {
   const std::size_t rows = static_cast<std::size_t>(kGates) * p.units_per_block;
+  if (p.weights_in_registers) {  // h_{t-1} over the padded k range, partial sums, input parts
+    const std::size_t padded_k = static_cast<std::size_t>(p.k_slices) * kWarpSize * p.k_per_lane;
+    return ((padded_k + static_cast<std::size_t>(p.k_slices + 1) * rows) * p.tile_batch + rows) *
+           sizeof(float);
+  }
   const std::size_t floats = rows * hidden  // W_hh slice
                              + 2 * static_cast<std::size_t>(p.chunk_rows) * p.padded_batch   // h
                              + static_cast<std::size_t>(p.k_slices) * rows * p.padded_batch  // sums
@@ -108,7 +119,59 @@ std::size_t shared_bytes_for(const Plan& p, int hidden) {
   return floats * sizeof(float);
 }
 
+Plan make_register_plan(const ProblemSize& s, const DeviceLimits& device, int k_per_lane_pin) {
+  Plan plan;
+  plan.weights_in_registers = true;
+  std::ostringstream why;
+  if (s.batch > kMaxRegisterBatch) {
+    why << "B = " << s.batch << " is more than the register kernel's " << kMaxRegisterBatch
+        << " batch rows";
+    plan.why = why.str();
+    return plan;
+  }
+  plan.units_per_block = ceil_div(s.hidden, device.sm_count);
+  plan.unit_blocks = ceil_div(s.hidden, plan.units_per_block);
+  plan.batch_groups = 1;
+  plan.slices = 1;
+  plan.group_batch = s.batch;
+  plan.tile_batch = plan.padded_batch = next_pow2(s.batch);
+  // The fewest weights per lane whose k slices (one warp each, per unit) fit in a block.
+  for (int k_per_lane : kRegisterKPerLane) {
+    if (k_per_lane_pin != 0 && k_per_lane != k_per_lane_pin) continue;
+    plan.k_per_lane = k_per_lane;
+    plan.k_slices = ceil_div(s.hidden, kWarpSize * k_per_lane);
+    plan.threads = kWarpSize * plan.units_per_block * plan.k_slices;
+    if (plan.threads <= max_threads_for_registers(k_per_lane, plan.tile_batch)) break;
+  }
+  if (plan.threads > max_threads_for_registers(plan.k_per_lane, plan.tile_batch)) {
+    why << "H = " << s.hidden << " needs " << plan.units_per_block << " units x " << plan.k_slices
+        << " k slices = " << plan.threads / kWarpSize
+        << " warps per block in the register kernel, more than "
+        << max_threads_for_registers(plan.k_per_lane, plan.tile_batch) / kWarpSize << " ("
+        << plan.k_per_lane << " weights per lane and gate)";
+    plan.why = why.str();
+    return plan;
+  }
+  plan.shared_bytes = shared_bytes_for(plan, s.hidden);
+  if (plan.shared_bytes > device.shared_bytes) {
+    plan.why = "shared memory for h_{t-1}";
+    return plan;
+  }
+  plan.fits = true;
+  // The same kind of estimate as the shared-memory kernel's, for logs: latency plus FMAs.
+  const double fma = kGates * plan.units_per_block * static_cast<double>(s.hidden) *
+                     plan.tile_batch / kFmaPerClock;
+  plan.cost = s.seq_len * (kStepLatency + fma) + kLaunchClocks;
+  return plan;
+}
+
 Plan make_plan(const ProblemSize& s, const DeviceLimits& device, const PlanRequest& request) {
+  const bool shared_pinned = request.tile_batch || request.threads || request.batch_groups ||
+                             request.group_batch || request.weights == WeightHome::kSharedMemory;
+  if (!shared_pinned) {
+    Plan registers = make_register_plan(s, device, request.k_per_lane);
+    if (registers.fits || request.weights == WeightHome::kRegisters) return registers;
+  }
   std::vector<int> tiles = {4, 8, 16}, threads = {256, 512}, groups = {1, 2, 4, 8, 16, 32};
   if (request.tile_batch) tiles = {request.tile_batch};
   if (request.threads) threads = {request.threads};
@@ -161,7 +224,8 @@ int largest_hidden_that_fits(const ProblemSize& size, const DeviceLimits& device
   return low;
 }
 
-PlanRequest plan_request_from_environment() {
+/// LSTM07_PLAN alone.
+static PlanRequest shared_plan_request_from_environment() {
   PlanRequest request;
   const char* value = std::getenv("LSTM07_PLAN");
   if (value == nullptr || *value == '\0') return request;
@@ -190,6 +254,30 @@ PlanRequest plan_request_from_environment() {
   if (request.threads != 0 &&
       (request.threads % kWarpSize != 0 || request.threads > kMaxThreads || request.threads < 64))
     throw std::invalid_argument("LSTM07_PLAN: threads must be a multiple of 32, 64 to 512");
+  return request;
+}
+
+PlanRequest plan_request_from_environment() {
+  PlanRequest request = shared_plan_request_from_environment();
+  const char* weights = std::getenv("LSTM07_WEIGHTS");
+  if (weights == nullptr || *weights == '\0') return request;
+  const std::string value = weights;
+  if (value == "registers") {
+    request.weights = WeightHome::kRegisters;
+  } else if (value == "registers,8" || value == "registers,32") {
+    request.weights = WeightHome::kRegisters;
+    request.k_per_lane = std::stoi(value.substr(value.find(',') + 1));
+  } else if (value == "shared") {
+    request.weights = WeightHome::kSharedMemory;
+  } else {
+    throw std::invalid_argument(
+        "LSTM07_WEIGHTS=\"" + value +
+        "\": expected \"registers\", \"registers,8\", \"registers,32\" or \"shared\"");
+  }
+  if (request.weights == WeightHome::kRegisters &&
+      (request.tile_batch || request.threads || request.batch_groups || request.group_batch))
+    throw std::invalid_argument(
+        "LSTM07_PLAN pins the shared-memory kernel; it cannot go with LSTM07_WEIGHTS=registers");
   return request;
 }
 

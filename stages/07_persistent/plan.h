@@ -27,6 +27,25 @@ constexpr int max_threads_for_tile(int tile_batch) {
 }
 /// float4 registers a thread carries h through, from L2 to shared memory, per chunk.
 constexpr int kStageRegisters = 8;
+/// The register kernel (small batches): the widest batch tile it keeps sums for.
+constexpr int kMaxRegisterBatch = 8;
+/// The register kernel: how many k each lane holds weights for (4 gates x this many floats),
+/// tried in this order.
+constexpr int kRegisterKPerLane[] = {8, 32};
+/// The register kernel's most threads per block with `k_per_lane` weights per lane and gate and
+/// a batch tile of `tile_batch`: 32 k need 128 registers for the weights alone, and 8 batch
+/// columns 32 sums, so either means at most 256 threads (255 registers each, never spilling);
+/// otherwise the 128 registers a thread of 512 has suffice.
+constexpr int max_threads_for_registers(int k_per_lane, int tile_batch) {
+  return k_per_lane >= 32 || tile_batch >= 8 ? 256 : kMaxThreads;
+}
+
+/// Where a block keeps its slice of W_hh for the whole sequence.
+enum class WeightHome {
+  kAuto = 0,     ///< the planner chooses: registers for small batches, where they fit
+  kRegisters,    ///< the small-batch kernel: each thread holds 4 x k_per_lane weights
+  kSharedMemory  ///< the general kernel: the slice in shared memory, register-tiled product
+};
 
 /// What the device offers, as the plan needs it (read from cudaDeviceProp).
 struct DeviceLimits {
@@ -41,29 +60,40 @@ struct PlanRequest {
   int threads = 0;       ///< threads per block: a multiple of 32, 64 to 512
   int batch_groups = 0;  ///< G: blocks that split the batch of one launch
   int group_batch = 0;   ///< rows of the batch per block (forces batch slices if small)
+  WeightHome weights = WeightHome::kAuto;  ///< which kernel (pinning tile..rows means shared)
+  int k_per_lane = 0;  ///< register kernel: weights per lane and gate, one of kRegisterKPerLane
 };
 
 /// One layer's launch plan. Block (u, g) owns hidden units u*J .. u*J+J-1 for the batch rows of
-/// group g; each thread computes a 4 x tile_batch register tile (one unit's four gates x
-/// tile_batch batch rows) over a slice of k.
+/// group g.
+///
+/// Shared-memory kernel (weights_in_registers == false): each thread computes a 4 x tile_batch
+/// register tile (one unit's four gates x tile_batch batch rows) over a slice of k.
+///
+/// Register kernel (weights_in_registers == true; one batch group, B <= kMaxRegisterBatch):
+/// warp w owns unit w / k_slices of the block and slice w % k_slices of k; lane l of it holds
+/// the four gates' weights at k = slice * 32 * k_per_lane + i * 32 + l, i < k_per_lane, in
+/// registers for the whole sequence. tile_batch = padded_batch = B rounded up to 1, 2, 4 or 8.
 struct Plan {
-  bool fits = false;        ///< false: `why` says what does not fit
-  std::string why;          ///< the reason a shape does not fit
-  int units_per_block = 0;  ///< J
-  int unit_blocks = 0;      ///< U = ceil(H / J)
-  int batch_groups = 0;     ///< G: blocks = U * G
-  int group_batch = 0;      ///< Bg: batch rows per block
-  int padded_batch = 0;     ///< Bg rounded up to tile_batch: the columns of staged h
-  int slices = 0;           ///< launches per layer, each for G * Bg batch rows
-  int tile_batch = 0;       ///< columns of a thread's register tile (4, 8 or 16)
-  int threads = 0;          ///< threads per block
-  int lanes_batch = 0;      ///< lanes of a warp along the batch tiles
-  int lanes_units = 0;      ///< lanes of a warp along the units
-  int phases = 0;           ///< lanes of a warp along k (reduced with shuffles)
+  bool fits = false;                  ///< false: `why` says what does not fit
+  std::string why;                    ///< the reason a shape does not fit
+  bool weights_in_registers = false;  ///< which kernel runs (see above)
+  int k_per_lane = 0;                 ///< register kernel: k values a lane holds weights for
+  int units_per_block = 0;            ///< J
+  int unit_blocks = 0;                ///< U = ceil(H / J)
+  int batch_groups = 0;               ///< G: blocks = U * G
+  int group_batch = 0;                ///< Bg: batch rows per block
+  int padded_batch = 0;               ///< Bg rounded up to tile_batch: the columns of staged h
+  int slices = 0;                     ///< launches per layer, each for G * Bg batch rows
+  int tile_batch = 0;   ///< columns of a thread's register tile (4, 8 or 16; 1-8 in registers)
+  int threads = 0;      ///< threads per block
+  int lanes_batch = 0;  ///< lanes of a warp along the batch tiles
+  int lanes_units = 0;  ///< lanes of a warp along the units
+  int phases = 0;       ///< lanes of a warp along k (reduced with shuffles)
   int tile_groups_units = 0, tile_groups_batch = 0;  ///< tile groups (one warp each) of a block
-  int k_slices = 0;              ///< warps along k per tile group (reduced in shared memory)
-  int chunk_rows = 0;            ///< rows of h_{t-1} staged per chunk
-  int chunks = 0;                ///< chunks per step
+  int k_slices = 0;    ///< warps along k per tile group or per unit (reduced in shared memory)
+  int chunk_rows = 0;  ///< rows of h_{t-1} staged per chunk
+  int chunks = 0;      ///< chunks per step
   std::size_t shared_bytes = 0;  ///< dynamic shared memory per block
   double cost = 0;  ///< the planner's estimate of one layer (all slices, T steps), SM clocks
 
@@ -75,18 +105,25 @@ struct Plan {
 /// Shared memory a block needs for `plan` (the plan's own fields filled in).
 std::size_t shared_bytes_for(const Plan& plan, int hidden);
 
-/// Plans one layer of `size` on `device`: searches tile widths, thread counts and batch
-/// groups, keeps the plans that fit and returns the one with the lowest estimated step time
-/// (or one with fits == false and the reason). `request` pins any choice it sets.
+/// The register kernel's plan for `size`, or one with fits == false and the reason (batch too
+/// large, or the k slices of H need more than kMaxThreads threads).
+Plan make_register_plan(const ProblemSize& size, const DeviceLimits& device, int k_per_lane = 0);
+
+/// Plans one layer of `size` on `device`. Small batches (B <= kMaxRegisterBatch) get the
+/// register kernel where it fits; otherwise it searches the shared-memory kernel's tile widths,
+/// thread counts and batch groups, keeps the plans that fit and returns the one with the
+/// lowest estimated step time (or one with fits == false and the reason). `request` pins any
+/// choice it sets; pinning a tile, threads, groups or rows means the shared-memory kernel.
 Plan make_plan(const ProblemSize& size, const DeviceLimits& device,
                const PlanRequest& request = {});
 
 /// The largest H whose weights fit at the other sizes of `size` (for the refusal message).
 int largest_hidden_that_fits(const ProblemSize& size, const DeviceLimits& device);
 
-/// Reads a PlanRequest from the environment variable LSTM07_PLAN ("tile,threads,groups,rows",
-/// any field 0 or left out = automatic), for experiments; throws std::invalid_argument on a
-/// malformed value.
+/// Reads a PlanRequest from the environment, for experiments: LSTM07_PLAN
+/// ("tile,threads,groups,rows", any field 0 or left out = automatic; pins the shared-memory
+/// kernel) and LSTM07_WEIGHTS ("registers", "registers,K" with K weights per lane and gate, or
+/// "shared"). Throws std::invalid_argument on a malformed value.
 PlanRequest plan_request_from_environment();
 
 }  // namespace lstm::stage_07_persistent

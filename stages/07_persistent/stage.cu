@@ -146,7 +146,10 @@ __device__ __forceinline__ bool unpublished(float4 v) {
 }
 
 __device__ __forceinline__ float sigmoid(float z) {
-  return __frcp_rn(1.0f + expf(-z));  // correctly rounded 1 / x, without division's slow path
+  // 1 / x by the hardware reciprocal (1 ulp), with no slow path: 1 + e^-z is never tiny, and
+  // where it is huge the result 0 is sigmoid's limit. The branch-free form lets the compiler
+  // interleave the gates' activations.
+  return __fdividef(1.0f, 1.0f + expf(-z));
 }
 
 /// Copies 4 bytes from global to shared memory asynchronously (cp.async: completes at the next
@@ -441,8 +444,279 @@ __global__ void __launch_bounds__(max_threads_for_tile(kTileBatch), 1)
   }
 }
 
-const void* kernel_for(int tile_batch) {
+/// A 4-byte relaxed load, for slots whose length is not a whole number of float4.
+__device__ __forceinline__ float load_relaxed(const float* address) {
+  float v;
+  asm volatile("ld.relaxed.gpu.global.f32 %0, [%1];" : "=f"(v) : "l"(address));
+  return v;
+}
+
+__device__ __forceinline__ bool unpublished(float v) {
+  return __float_as_uint(v) == kUnpublished;
+}
+
+/// Copies `count` published values (float or float4) of h_{t-1} from `source` (L2) to
+/// `target` (shared memory), waiting for each one. A thread has kStageRegisters loads in flight
+/// at once and re-reads only the ones that still hold the sentinel.
+template <int kInFlight, typename Value>
+__device__ __forceinline__ void stage_published(const Value* source, Value* target, int count) {
+  for (int base = threadIdx.x; base < count; base += kInFlight * blockDim.x) {
+    Value staged[kInFlight];
+#pragma unroll
+    for (int r = 0; r < kInFlight; ++r) {
+      const int idx = base + r * blockDim.x;
+      if (idx < count) staged[r] = load_relaxed(source + idx);
+    }
+    for (int polls = 0;; ++polls) {
+      bool missing = false;
+#pragma unroll
+      for (int r = 0; r < kInFlight; ++r)
+        missing |= base + r * static_cast<int>(blockDim.x) < count && unpublished(staged[r]);
+      if (!missing) break;
+      if (polls == kMaxPolls) __trap();  // a value never published is a bug: fail, not hang
+      if (polls >= kSpinPolls) __nanosleep(kPollSleepNs);
+#pragma unroll
+      for (int r = 0; r < kInFlight; ++r) {
+        const int idx = base + r * blockDim.x;
+        if (idx < count && unpublished(staged[r])) staged[r] = load_relaxed(source + idx);
+      }
+    }
+#pragma unroll
+    for (int r = 0; r < kInFlight; ++r) {
+      const int idx = base + r * blockDim.x;
+      if (idx < count) target[idx] = staged[r];
+    }
+  }
+}
+
+__host__ __device__ constexpr int log2_of(int n) {
+  return n <= 1 ? 0 : 1 + log2_of(n / 2);
+}
+
+/// Sums `acc` over the 32 lanes of a warp with a "transposing" butterfly: at lane offset
+/// kOffset a lane keeps the half of its kCount sums that its lane bit selects and adds its
+/// partner's copy of that half; once one sum is left, plain all-reduce steps follow. Afterwards
+/// lane l holds in acc[0] the warp's total of sum number l >> (5 - log2(kCount)) (the top bits
+/// of l pick it); lanes that agree in those bits hold the same total. Fixed order: bitwise
+/// reproducible.
+template <int kCount, int kOffset, int kSize>
+__device__ __forceinline__ void sum_over_lanes(float (&acc)[kSize], int lane) {
+  if constexpr (kOffset > 0) {
+    if constexpr (kCount > 1) {
+      const bool upper = (lane & kOffset) != 0;
+#pragma unroll
+      for (int i = 0; i < kCount / 2; ++i) {
+        const float send = upper ? acc[i] : acc[i + kCount / 2];
+        const float keep = upper ? acc[i + kCount / 2] : acc[i];
+        acc[i] = keep + __shfl_xor_sync(kFullMask, send, kOffset);
+      }
+      sum_over_lanes<kCount / 2, kOffset / 2>(acc, lane);
+    } else {
+      acc[0] += __shfl_xor_sync(kFullMask, acc[0], kOffset);
+      sum_over_lanes<1, kOffset / 2>(acc, lane);
+    }
+  }
+}
+
+/// The small-batch kernel of one layer: all T steps, W_hh in REGISTERS (Persistent RNNs' own
+/// choice). Grid: U blocks (one batch group). Warp w of a block owns unit j = w / k_slices and
+/// slice w % k_slices of k; lane l holds the four gates' weights at k = k_base + 32 i. A step:
+///   1. stage h_{t-1} into shared memory (all of it: every warp multiplies a different k slice),
+///   2. each lane: 4 x kBatchTile sums over its kKPerLane k, weights from registers, h from
+///      shared memory (consecutive lanes read consecutive k: no bank conflicts),
+///   3. a "transposing" butterfly sums the warp's 32 lanes: each shuffle stage halves the values
+///      a lane carries (it keeps one half, its partner the other), so 4 * kBatchTile sums cost
+///      4 * kBatchTile - 1 + (5 - log2(4 * kBatchTile)) shuffles instead of 5 per sum,
+///   4. one thread per (unit, batch row) adds the k slices' sums in a fixed order, the input
+///      part and the biases (both in registers), updates c (a register for the whole sequence)
+///      and publishes h_t.
+/// Two block barriers per step; no shared memory holds weights. Dynamic shared memory:
+/// h [k_slices * 32 * kKPerLane][kBatchTile] | sums [k_slices][J][4 * kBatchTile].
+template <int kKPerLane, int kBatchTile>
+__global__ void __launch_bounds__(max_threads_for_registers(kKPerLane, kBatchTile), 1)
+    persistent_lstm_registers(const LayerArgs a) {
+  constexpr int kValues = kGates * kBatchTile;            // sums a lane carries into the butterfly
+  constexpr int kSpread = kWarpSize >> log2_of(kValues);  // lanes that end with the same sum
+  constexpr int kStagedLoads = 4;  // h loads in flight per thread: registers are few
+  constexpr int kLoadGroup = 4;    // k values whose h loads the product may issue together
+  static_assert(kValues <= kWarpSize, "at most one sum per lane after the butterfly");
+  extern __shared__ float4 shared[];
+  const int H = a.hidden, J = a.units_per_block, slices = a.k_slices;
+  const int padded_k = slices * kWarpSize * kKPerLane;
+  float* h_s = reinterpret_cast<float*>(shared);   // [padded_k][kBatchTile]
+  float* sums_s = h_s + padded_k * kBatchTile;     // [slice][j][q * kBatchTile + b]
+  float* input_s = sums_s + slices * J * kValues;  // [j * kBatchTile + b][q]: this step's
+  float* bias_s = input_s + J * kValues;           // [j][q]
+  const int tid = threadIdx.x, threads = blockDim.x;
+  const int warp = tid / kWarpSize, lane = tid % kWarpSize;
+  const int j = warp / slices, slice = warp % slices;
+  const int first_unit = blockIdx.x * J, unit = first_unit + j;
+  const int k_base = slice * kWarpSize * kKPerLane + lane;  // weight i multiplies h[k_base + 32i]
+  const int rows = a.batch_end - a.batch_begin;             // one batch group: the whole slice
+  const std::size_t slot_floats = static_cast<std::size_t>(H) * kBatchTile;
+
+  // ---- once per sequence: this lane's weights into registers (coalesced: lanes read
+  // consecutive k), zeros for the padding rows of h.
+  float w[kGates][kKPerLane];
+#pragma unroll
+  for (int q = 0; q < kGates; ++q) {
+#pragma unroll
+    for (int i = 0; i < kKPerLane; ++i) {
+      const int k = k_base + kWarpSize * i;
+      w[q][i] = unit < H && k < H ? __ldg(a.w_hh + (static_cast<std::size_t>(q) * H + unit) * H + k)
+                                  : 0.0f;
+    }
+  }
+  for (int i = H * kBatchTile + tid; i < padded_k * kBatchTile; i += threads)
+    h_s[i] = 0.0f;
+  // This thread's cell update, if any: (unit, batch row) = (tid / kBatchTile, tid % kBatchTile).
+  const int update_j = tid / kBatchTile, update_b = tid % kBatchTile;
+  const int update_unit = first_unit + update_j, update_row = a.batch_begin + update_b;
+  const bool updates = update_j < J && update_unit < H;
+  const bool real_row = updates && update_b < rows;  // else a padding column: publishes zeros
+  float c = 0.0f;
+  if (real_row) {
+    c = a.c0[static_cast<std::size_t>(update_row) * H + update_unit];
+    if (update_b == 0) {
+#pragma unroll
+      for (int q = 0; q < kGates; ++q)
+        bias_s[update_j * kGates + q] = a.b_ih[q * H + update_unit] + a.b_hh[q * H + update_unit];
+    }
+  }
+
+  const bool tracing = a.trace != nullptr && blockIdx.x == 0 && tid == 0;
+  __shared__ long long spent[kTraceSlots - 1];  // not registers: the weights need them all
+  long long mark = 0, loop_start = 0;
+  if (tracing) {
+    for (int i = 0; i < kTraceSlots - 1; ++i)
+      spent[i] = 0;
+    loop_start = clock64();
+  }
+  auto trace_phase = [&](int phase_index) {
+    if (tracing) {
+      const long long now = clock64();
+      spent[phase_index] += now - mark;
+      mark = now;
+    }
+  };
+
+  for (int t = 0; t < a.seq_len; ++t) {
+    if (tracing) mark = clock64();
+    const float* h_prev = a.exchange + static_cast<std::size_t>(t) * slot_floats;
+    float* h_next = a.exchange + static_cast<std::size_t>(t + 1) * slot_floats;
+    // The input part of this thread's update does not depend on h_{t-1}: copied to shared
+    // memory while the block waits for h (cp.async: no registers held, the weights need them).
+    if (real_row) {
+      const float* in = a.input_part +
+                        (static_cast<std::size_t>(t) * a.batch + update_row) * kGates * H +
+                        update_unit;
+#pragma unroll
+      for (int q = 0; q < kGates; ++q)
+        copy_async_4(input_s + tid * kGates + q, in + q * H);
+    }
+    asm volatile("cp.async.commit_group;\n" ::: "memory");
+    const int count = H * kBatchTile;
+    if (count % 4 == 0) {
+      stage_published<kStagedLoads>(reinterpret_cast<const float4*>(h_prev),
+                                    reinterpret_cast<float4*>(h_s), count / 4);
+    } else {
+      stage_published<kStagedLoads>(h_prev, h_s, count);
+    }
+    __syncthreads();  // h_{t-1} complete in shared memory
+    trace_phase(0);
+
+    float acc[kValues] = {};  // acc[q * kBatchTile + b]
+#pragma unroll
+    for (int i = 0; i < kKPerLane; ++i) {
+      const float* h_k = h_s + (k_base + kWarpSize * i) * kBatchTile;
+      float h[kBatchTile];
+      if constexpr (kBatchTile % 4 == 0) {
+#pragma unroll
+        for (int v = 0; v < kBatchTile / 4; ++v) {
+          const float4 h4 = reinterpret_cast<const float4*>(h_k)[v];
+          h[4 * v] = h4.x, h[4 * v + 1] = h4.y, h[4 * v + 2] = h4.z, h[4 * v + 3] = h4.w;
+        }
+      } else if constexpr (kBatchTile == 2) {
+        const float2 h2 = *reinterpret_cast<const float2*>(h_k);
+        h[0] = h2.x, h[1] = h2.y;
+      } else {
+        h[0] = h_k[0];
+      }
+#pragma unroll
+      for (int q = 0; q < kGates; ++q) {
+#pragma unroll
+        for (int b = 0; b < kBatchTile; ++b)
+          acc[q * kBatchTile + b] = fmaf(w[q][i], h[b], acc[q * kBatchTile + b]);
+      }
+      // Keeps the compiler from hoisting every h load to the top: registers hold weights.
+      if (i % kLoadGroup == kLoadGroup - 1) asm volatile("" ::: "memory");
+    }
+    trace_phase(1);
+
+    sum_over_lanes<kValues, kWarpSize / 2>(acc, lane);
+    if (lane % kSpread == 0) sums_s[(slice * J + j) * kValues + lane / kSpread] = acc[0];
+    __syncthreads();  // every slice's sums are in shared memory
+    trace_phase(2);
+
+    if (updates) {
+      float* published = h_next + static_cast<std::size_t>(update_unit) * kBatchTile + update_b;
+      if (!real_row) {
+        store_relaxed(published, 0.0f);  // padding column: read by nobody's arithmetic
+      } else {
+        asm volatile("cp.async.wait_group 0;\n" ::: "memory");  // this thread's input parts
+        float gate[kGates];
+#pragma unroll
+        for (int q = 0; q < kGates; ++q)
+          gate[q] = input_s[tid * kGates + q] + bias_s[update_j * kGates + q];
+        const float* sums = sums_s + update_j * kValues + update_b;
+        for (int s = 0; s < slices; ++s) {  // fixed order: bitwise reproducible
+#pragma unroll
+          for (int q = 0; q < kGates; ++q)
+            gate[q] += sums[s * J * kValues + q * kBatchTile];
+        }
+        const float i_gate = sigmoid(gate[0]), f_gate = sigmoid(gate[1]);
+        const float g_gate = tanhf(gate[kGateG]), o_gate = sigmoid(gate[3]);
+        c = f_gate * c + i_gate * g_gate;
+        const float h = o_gate * tanhf(c);
+        store_relaxed(published, h);
+        const std::size_t out = static_cast<std::size_t>(update_row) * H + update_unit;
+        a.y[static_cast<std::size_t>(t) * a.batch * H + out] = h;
+        if (t == a.seq_len - 1) {
+          a.hy[out] = h;
+          a.cy[out] = c;
+        }
+      }
+    }
+    trace_phase(3);
+  }
+  if (tracing) {
+    for (int i = 0; i < kTraceSlots - 1; ++i)
+      a.trace[i] = spent[i];
+    a.trace[kTraceSlots - 1] = clock64() - loop_start;
+  }
+}
+
+template <int kKPerLane>
+const void* register_kernel_for(int tile_batch) {
   switch (tile_batch) {
+    case 1:
+      return reinterpret_cast<const void*>(&persistent_lstm_registers<kKPerLane, 1>);
+    case 2:
+      return reinterpret_cast<const void*>(&persistent_lstm_registers<kKPerLane, 2>);
+    case 4:
+      return reinterpret_cast<const void*>(&persistent_lstm_registers<kKPerLane, 4>);
+    default:
+      return reinterpret_cast<const void*>(&persistent_lstm_registers<kKPerLane, 8>);
+  }
+}
+
+/// The kernel that runs `plan`.
+const void* kernel_for(const Plan& plan) {
+  if (plan.weights_in_registers) {
+    return plan.k_per_lane == 8 ? register_kernel_for<8>(plan.tile_batch)
+                                : register_kernel_for<32>(plan.tile_batch);
+  }
+  switch (plan.tile_batch) {
     case 16:
       return reinterpret_cast<const void*>(&persistent_lstm_kernel<16>);
     case 8:
@@ -488,7 +762,7 @@ class PersistentStage final : public Stage {
     }
     if (!device.cooperativeLaunch) return "the device does not support cooperative launches";
     int per_sm = 0;
-    const void* kernel = kernel_for(plan.tile_batch);
+    const void* kernel = kernel_for(plan);
     cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                          static_cast<int>(plan.shared_bytes));
     cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, plan.threads, plan.shared_bytes);
@@ -530,8 +804,7 @@ class PersistentStage final : public Stage {
     if (!plan_.fits) throw UnsupportedError(plan_.why);
     if (environment_flag("LSTM07_VERBOSE"))
       std::cerr << "07_persistent plan: " << plan_.describe() << "\n";
-    CUDA_CHECK(cudaFuncSetAttribute(kernel_for(plan_.tile_batch),
-                                    cudaFuncAttributeMaxDynamicSharedMemorySize,
+    CUDA_CHECK(cudaFuncSetAttribute(kernel_for(plan_), cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     static_cast<int>(plan_.shared_bytes)));
     CUBLAS_CHECK(cublasCreate(&cublas_));
     CUBLAS_CHECK(cublasSetMathMode(cublas_, CUBLAS_DEFAULT_MATH));  // FP32 FMA, never TF32
@@ -601,7 +874,7 @@ class PersistentStage final : public Stage {
         void* kernel_args[] = {&args};
         // The whole recurrence of the slice: one launch, all blocks resident at once (a block
         // that waits for h must never wait for a block that has not started).
-        CUDA_CHECK(cudaLaunchCooperativeKernel(kernel_for(plan_.tile_batch), dim3(plan_.blocks()),
+        CUDA_CHECK(cudaLaunchCooperativeKernel(kernel_for(plan_), dim3(plan_.blocks()),
                                                dim3(plan_.threads), kernel_args, plan_.shared_bytes,
                                                stream));
       }
