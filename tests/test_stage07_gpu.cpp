@@ -2,7 +2,8 @@
 // Shared-memory kernel: all register-tile widths, 64 to 512 threads, several chunks of h per
 // step, several batch groups, batch slices with a partly empty last group, H not a multiple of
 // 4. Register kernel: 8 and 32 weights per lane, batch tiles 1, 2, 4 and 8 with padding
-// columns, float4 and scalar staging, a partly empty last block and last k slice. Each case is
+// columns, float4 and scalar staging, units that do not fill a power of two
+// of lanes, a partly empty last block and last k slice. Each case is
 // checked against the CPU reference and must repeat bit for bit. Skipped without a GPU.
 #include <gtest/gtest.h>
 
@@ -54,7 +55,8 @@ const std::vector<PinnedCase>& cases() {
       {"auto_large_batch", make_size(96, 40, 300, 3, 1), pin(0, 0, 0, 0)},
       {"registers_k8_b1", make_size(200, 50, 1, 6, 2), registers(), 8, 1},
       {"registers_k8_b2_scalar_staging", make_size(37, 50, 2, 5, 2), registers(), 8, 2},
-      {"registers_k8_b3_two_slices", make_size(300, 40, 3, 5, 1), registers(), 8, 4},
+      {"registers_k8_b1_scalar_two_warps", make_size(201, 20, 1, 5, 2), registers(), 8, 1},
+      {"registers_k8_b3_padded_units", make_size(300, 40, 3, 5, 1), registers(), 8, 4},
       {"registers_k8_b5_three_layers", make_size(130, 20, 5, 5, 3), registers(), 8, 8},
       {"registers_k32_b1", make_size(1024, 1024, 1, 3, 1), registers(), 32, 1},
       {"registers_k32_b4", make_size(700, 33, 4, 4, 2), registers(), 32, 4},

@@ -38,11 +38,15 @@ void expect_consistent(const Plan& p, const ProblemSize& s, const DeviceLimits& 
   EXPECT_GE(p.slices * p.batch_groups * p.group_batch, s.batch);  // every batch row runs
   EXPECT_EQ(p.shared_bytes, shared_bytes_for(p, s.hidden));
   EXPECT_LE(p.shared_bytes, device.shared_bytes);
-  if (p.weights_in_registers) {  // one warp per (unit, k slice); one launch, one batch group
-    EXPECT_EQ(p.threads, kWarpSize * p.units_per_block * p.k_slices);
+  if (p.weights_in_registers) {  // one warp per k slice; one launch, one batch group
+    EXPECT_EQ(p.threads, kWarpSize * p.k_slices);
     EXPECT_LE(p.threads, max_threads_for_registers(p.k_per_lane, p.tile_batch));
-    EXPECT_GE(p.k_slices * kWarpSize * p.k_per_lane, s.hidden);        // every k is multiplied
-    EXPECT_LT((p.k_slices - 1) * kWarpSize * p.k_per_lane, s.hidden);  // and no slice is empty
+    EXPECT_EQ(p.lanes_units * p.phases, kWarpSize);
+    EXPECT_GE(p.lanes_units, p.units_per_block);                      // a group of lanes per unit
+    EXPECT_EQ(p.lanes_units & (p.lanes_units - 1), 0);                // a power of two
+    EXPECT_GE(p.k_slices * p.phases * p.k_per_lane, s.hidden);        // every k is multiplied
+    EXPECT_LT((p.k_slices - 1) * p.phases * p.k_per_lane, s.hidden);  // and no slice is empty
+    EXPECT_LE(p.units_per_block * p.tile_batch, p.threads);           // a thread per cell update
     EXPECT_EQ(p.batch_groups, 1);
     EXPECT_EQ(p.slices, 1);
     EXPECT_EQ(p.group_batch, s.batch);
@@ -109,7 +113,7 @@ TEST(Stage07Plan, SmallBatchesKeepTheWeightsInRegisters) {
 }
 
 TEST(Stage07Plan, WhereTheRegisterKernelDoesNotFitTheSharedOneRuns) {
-  // H = 1320: 10 units x 2 k slices of 32 x 32 = 20 warps, more than 8.
+  // H = 1320: 10 units (16 lanes), 2 lanes along k: 21 slices of 2 x 32 rows, more than 8 warps.
   const ProblemSize s = size_of(1320, 1);
   const Plan registers = make_register_plan(s, h100());
   EXPECT_FALSE(registers.fits);

@@ -91,8 +91,9 @@ std::string Plan::describe() const {
   std::ostringstream out;
   if (weights_in_registers) {
     out << "weights=registers J=" << units_per_block << " U=" << unit_blocks << " B=" << group_batch
-        << " tile=" << tile_batch << " threads=" << threads << " k_slices=" << k_slices
-        << " k_per_lane=" << k_per_lane << " smem=" << shared_bytes / 1024 << "KiB";
+        << " tile=" << tile_batch << " threads=" << threads << " lanes(j,k)=" << lanes_units << ","
+        << phases << " k_slices=" << k_slices << " k_per_lane=" << k_per_lane
+        << " smem=" << shared_bytes / 1024 << "KiB";
     return out.str();
   }
   out << "weights=shared J=" << units_per_block << " U=" << unit_blocks << " G=" << batch_groups
@@ -105,9 +106,13 @@ std::string Plan::describe() const {
 
 std::size_t shared_bytes_for(const Plan& p, int hidden) {
   const std::size_t rows = static_cast<std::size_t>(kGates) * p.units_per_block;
-  if (p.weights_in_registers) {  // h_{t-1} over the padded k range, partial sums, input parts
-    const std::size_t padded_k = static_cast<std::size_t>(p.k_slices) * kWarpSize * p.k_per_lane;
-    return ((padded_k + static_cast<std::size_t>(p.k_slices + 1) * rows) * p.tile_batch + rows) *
+  if (p.weights_in_registers) {  // h_{t-1} over the padded k range, two steps' partial sums,
+                                 // input parts and biases
+    const std::size_t padded_k = static_cast<std::size_t>(p.k_slices) * p.phases * p.k_per_lane;
+    const std::size_t values = static_cast<std::size_t>(kGates) * p.tile_batch;
+    return (padded_k * p.tile_batch +
+            2 * static_cast<std::size_t>(p.k_slices) * p.lanes_units * values +
+            p.units_per_block * values + rows) *
            sizeof(float);
   }
   const std::size_t floats = rows * hidden  // W_hh slice
@@ -135,20 +140,37 @@ Plan make_register_plan(const ProblemSize& s, const DeviceLimits& device, int k_
   plan.slices = 1;
   plan.group_batch = s.batch;
   plan.tile_batch = plan.padded_batch = next_pow2(s.batch);
-  // The fewest weights per lane whose k slices (one warp each, per unit) fit in a block.
+  // Lanes of a warp: the block's units (rounded up to a power of two) x lanes along k.
+  plan.lanes_units = next_pow2(plan.units_per_block);
+  if (plan.lanes_units > kWarpSize) {
+    why << plan.units_per_block << " units per block are more than the " << kWarpSize
+        << " lanes of a warp";
+    plan.why = why.str();
+    return plan;
+  }
+  plan.phases = kWarpSize / plan.lanes_units;
+  plan.lanes_batch = 1;
+  // The fewest weights per lane whose k slices (one warp each) fit in a block.
   for (int k_per_lane : kRegisterKPerLane) {
     if (k_per_lane_pin != 0 && k_per_lane != k_per_lane_pin) continue;
     plan.k_per_lane = k_per_lane;
-    plan.k_slices = ceil_div(s.hidden, kWarpSize * k_per_lane);
-    plan.threads = kWarpSize * plan.units_per_block * plan.k_slices;
+    plan.k_slices = ceil_div(s.hidden, plan.phases * k_per_lane);
+    plan.threads = kWarpSize * plan.k_slices;
     if (plan.threads <= max_threads_for_registers(k_per_lane, plan.tile_batch)) break;
   }
   if (plan.threads > max_threads_for_registers(plan.k_per_lane, plan.tile_batch)) {
-    why << "H = " << s.hidden << " needs " << plan.units_per_block << " units x " << plan.k_slices
-        << " k slices = " << plan.threads / kWarpSize
+    why << "H = " << s.hidden << " needs " << plan.k_slices << " k slices of " << plan.phases
+        << " x " << plan.k_per_lane << " rows = " << plan.k_slices
         << " warps per block in the register kernel, more than "
         << max_threads_for_registers(plan.k_per_lane, plan.tile_batch) / kWarpSize << " ("
         << plan.k_per_lane << " weights per lane and gate)";
+    plan.why = why.str();
+    return plan;
+  }
+  if (plan.units_per_block * plan.tile_batch > plan.threads) {
+    why << plan.units_per_block << " units x " << plan.tile_batch
+        << " batch columns need more cell-update threads than the " << plan.threads
+        << " of a block";
     plan.why = why.str();
     return plan;
   }

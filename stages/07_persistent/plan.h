@@ -71,8 +71,9 @@ struct PlanRequest {
 /// register tile (one unit's four gates x tile_batch batch rows) over a slice of k.
 ///
 /// Register kernel (weights_in_registers == true; one batch group, B <= kMaxRegisterBatch):
-/// warp w owns unit w / k_slices of the block and slice w % k_slices of k; lane l of it holds
-/// the four gates' weights at k = slice * 32 * k_per_lane + i * 32 + l, i < k_per_lane, in
+/// lane l of a warp works for unit l / phases of the block (lanes_units = J rounded up to a
+/// power of two) and k lane l % phases; warp w for slice w of k. The lane holds the four gates'
+/// weights at k = w * phases * k_per_lane + i * phases + l % phases, i < k_per_lane, in
 /// registers for the whole sequence. tile_batch = padded_batch = B rounded up to 1, 2, 4 or 8.
 struct Plan {
   bool fits = false;                  ///< false: `why` says what does not fit

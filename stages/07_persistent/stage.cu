@@ -456,34 +456,36 @@ __device__ __forceinline__ bool unpublished(float v) {
 }
 
 /// Copies `count` published values (float or float4) of h_{t-1} from `source` (L2) to
-/// `target` (shared memory), waiting for each one. A thread has kStageRegisters loads in flight
-/// at once and re-reads only the ones that still hold the sentinel.
+/// `target` (shared memory), waiting for each one; this thread takes indices first,
+/// first + stride, ... A thread has kInFlight loads in flight at once and re-reads only the ones
+/// that still hold the sentinel.
 template <int kInFlight, typename Value>
-__device__ __forceinline__ void stage_published(const Value* source, Value* target, int count) {
-  for (int base = threadIdx.x; base < count; base += kInFlight * blockDim.x) {
+__device__ __forceinline__ void stage_published(const Value* source, Value* target, int count,
+                                                int first, int stride) {
+  for (int base = first; base < count; base += kInFlight * stride) {
     Value staged[kInFlight];
 #pragma unroll
     for (int r = 0; r < kInFlight; ++r) {
-      const int idx = base + r * blockDim.x;
+      const int idx = base + r * stride;
       if (idx < count) staged[r] = load_relaxed(source + idx);
     }
     for (int polls = 0;; ++polls) {
       bool missing = false;
 #pragma unroll
       for (int r = 0; r < kInFlight; ++r)
-        missing |= base + r * static_cast<int>(blockDim.x) < count && unpublished(staged[r]);
+        missing |= base + r * stride < count && unpublished(staged[r]);
       if (!missing) break;
       if (polls == kMaxPolls) __trap();  // a value never published is a bug: fail, not hang
       if (polls >= kSpinPolls) __nanosleep(kPollSleepNs);
 #pragma unroll
       for (int r = 0; r < kInFlight; ++r) {
-        const int idx = base + r * blockDim.x;
+        const int idx = base + r * stride;
         if (idx < count && unpublished(staged[r])) staged[r] = load_relaxed(source + idx);
       }
     }
 #pragma unroll
     for (int r = 0; r < kInFlight; ++r) {
-      const int idx = base + r * blockDim.x;
+      const int idx = base + r * stride;
       if (idx < count) target[idx] = staged[r];
     }
   }
@@ -493,78 +495,93 @@ __host__ __device__ constexpr int log2_of(int n) {
   return n <= 1 ? 0 : 1 + log2_of(n / 2);
 }
 
-/// Sums `acc` over the 32 lanes of a warp with a "transposing" butterfly: at lane offset
-/// kOffset a lane keeps the half of its kCount sums that its lane bit selects and adds its
-/// partner's copy of that half; once one sum is left, plain all-reduce steps follow. Afterwards
-/// lane l holds in acc[0] the warp's total of sum number l >> (5 - log2(kCount)) (the top bits
-/// of l pick it); lanes that agree in those bits hold the same total. Fixed order: bitwise
+/// Sums `acc` over the `lanes_k` lowest-bit lanes of a warp (a power of two: lanes l and
+/// l ^ offset for offset = lanes_k / 2, ..., 1) with a "transposing" butterfly: at each offset a
+/// lane keeps the half of its sums that its lane bit selects and adds its partner's copy of that
+/// half; once one sum is left, plain all-reduce steps follow. kCount sums cost
+/// kCount / 2 + kCount / 4 + ... shuffles instead of log2(lanes_k) each. Returns how many sums
+/// the lane holds afterwards (acc[0 ..)); the first is sum number
+/// (lane_k >> (stages - halvings)) * held, where lane_k = lane % lanes_k. Fixed order: bitwise
 /// reproducible.
-template <int kCount, int kOffset, int kSize>
-__device__ __forceinline__ void sum_over_lanes(float (&acc)[kSize], int lane) {
-  if constexpr (kOffset > 0) {
-    if constexpr (kCount > 1) {
-      const bool upper = (lane & kOffset) != 0;
+template <int kCount>
+__device__ __forceinline__ void sum_over_k_lanes(float (&acc)[kCount], int lane, int lanes_k) {
+#pragma unroll
+  for (int stage = 0; stage < 5; ++stage) {
+    const int offset = lanes_k >> (stage + 1);
+    if (offset == 0) break;         // warp-uniform
+    const int n = kCount >> stage;  // sums held before this stage (a constant once unrolled)
+    if (n > 1) {
+      const bool upper = (lane & offset) != 0;
 #pragma unroll
       for (int i = 0; i < kCount / 2; ++i) {
-        const float send = upper ? acc[i] : acc[i + kCount / 2];
-        const float keep = upper ? acc[i + kCount / 2] : acc[i];
-        acc[i] = keep + __shfl_xor_sync(kFullMask, send, kOffset);
+        if (i >= n / 2) break;
+        const float send = upper ? acc[i] : acc[i + n / 2];
+        const float keep = upper ? acc[i + n / 2] : acc[i];
+        acc[i] = keep + __shfl_xor_sync(kFullMask, send, offset);
       }
-      sum_over_lanes<kCount / 2, kOffset / 2>(acc, lane);
     } else {
-      acc[0] += __shfl_xor_sync(kFullMask, acc[0], kOffset);
-      sum_over_lanes<1, kOffset / 2>(acc, lane);
+      acc[0] += __shfl_xor_sync(kFullMask, acc[0], offset);
     }
   }
 }
 
 /// The small-batch kernel of one layer: all T steps, W_hh in REGISTERS (Persistent RNNs' own
-/// choice). Grid: U blocks (one batch group). Warp w of a block owns unit j = w / k_slices and
-/// slice w % k_slices of k; lane l holds the four gates' weights at k = k_base + 32 i. A step:
-///   1. stage h_{t-1} into shared memory (all of it: every warp multiplies a different k slice),
-///   2. each lane: 4 x kBatchTile sums over its kKPerLane k, weights from registers, h from
-///      shared memory (consecutive lanes read consecutive k: no bank conflicts),
-///   3. a "transposing" butterfly sums the warp's 32 lanes: each shuffle stage halves the values
-///      a lane carries (it keeps one half, its partner the other), so 4 * kBatchTile sums cost
-///      4 * kBatchTile - 1 + (5 - log2(4 * kBatchTile)) shuffles instead of 5 per sum,
-///   4. one thread per (unit, batch row) adds the k slices' sums in a fixed order, the input
-///      part and the biases (both in registers), updates c (a register for the whole sequence)
-///      and publishes h_t.
-/// Two block barriers per step; no shared memory holds weights. Dynamic shared memory:
-/// h [k_slices * 32 * kKPerLane][kBatchTile] | sums [k_slices][J][4 * kBatchTile].
+/// choice). Grid: U blocks (one batch group). Lanes of a warp = lanes_units x lanes_k: lane
+/// (u, kk) = (lane / lanes_k, lane % lanes_k) works for unit u of the block (lanes_units = J
+/// rounded up to a power of two), warp w for slice w of k (k_slices * lanes_k * kKPerLane >= H).
+/// The lane holds the four gates' weights of its unit at k = k0 + i * lanes_k + kk, i <
+/// kKPerLane, k0 = w * lanes_k * kKPerLane, in registers for the whole sequence. A step:
+///   1. each warp stages ITS rows of h_{t-1} (k0 .. k0 + lanes_k * kKPerLane) into its own part
+///      of shared memory: no block barrier, only __syncwarp; the block's L2 traffic is h once,
+///   2. each lane: 4 x kBatchTile sums over its kKPerLane k, weights from registers, h from shared
+///      memory; the lanes_units lanes of a k read the same address (a broadcast), so one
+///      wavefront serves the warp,
+///   3. a "transposing" butterfly sums each unit's sums over its lanes_k lanes (see
+///      sum_over_k_lanes), and each warp leaves its partial sums in shared memory,
+///   4. one block barrier; then one thread per (unit, batch row) adds the k slices' sums in a
+///      fixed order, the input part and the biases, updates c (a register for the whole
+///      sequence) and publishes h_t.
+/// One block barrier per step. Dynamic shared memory: h [k_slices * lanes_k * kKPerLane]
+/// [kBatchTile] | sums [2][k_slices][lanes_units][4 * kBatchTile] | input parts
+/// [J * kBatchTile][4] | biases [J][4].
 template <int kKPerLane, int kBatchTile>
 __global__ void __launch_bounds__(max_threads_for_registers(kKPerLane, kBatchTile), 1)
     persistent_lstm_registers(const LayerArgs a) {
-  constexpr int kValues = kGates * kBatchTile;            // sums a lane carries into the butterfly
-  constexpr int kSpread = kWarpSize >> log2_of(kValues);  // lanes that end with the same sum
-  constexpr int kStagedLoads = 4;  // h loads in flight per thread: registers are few
-  constexpr int kLoadGroup = 4;    // k values whose h loads the product may issue together
-  static_assert(kValues <= kWarpSize, "at most one sum per lane after the butterfly");
+  constexpr int kValues = kGates * kBatchTile;  // sums a lane carries into the butterfly
+  constexpr int kStagedLoads = 4;               // h loads in flight per thread
+  constexpr int kLoadGroup = 4;  // k values whose h loads the product may issue together
   extern __shared__ float4 shared[];
   const int H = a.hidden, J = a.units_per_block, slices = a.k_slices;
-  const int padded_k = slices * kWarpSize * kKPerLane;
-  float* h_s = reinterpret_cast<float*>(shared);   // [padded_k][kBatchTile]
-  float* sums_s = h_s + padded_k * kBatchTile;     // [slice][j][q * kBatchTile + b]
-  float* input_s = sums_s + slices * J * kValues;  // [j * kBatchTile + b][q]: this step's
-  float* bias_s = input_s + J * kValues;           // [j][q]
+  const int lanes_units = a.lanes_units, lanes_k = a.phases;
+  const int warp_rows = lanes_k * kKPerLane;  // rows of k per warp (slice)
+  const int padded_k = slices * warp_rows;
+  float* h_s = reinterpret_cast<float*>(shared);           // [padded_k][kBatchTile]
+  float* sums_s = h_s + padded_k * kBatchTile;             // [t % 2][slice][unit lane][v]
+  const int sums_floats = slices * lanes_units * kValues;  // one step's
+  float* input_s = sums_s + 2 * sums_floats;               // [j * kBatchTile + b][q]
+  float* bias_s = input_s + J * kValues;                   // [j][q]
   const int tid = threadIdx.x, threads = blockDim.x;
-  const int warp = tid / kWarpSize, lane = tid % kWarpSize;
-  const int j = warp / slices, slice = warp % slices;
-  const int first_unit = blockIdx.x * J, unit = first_unit + j;
-  const int k_base = slice * kWarpSize * kKPerLane + lane;  // weight i multiplies h[k_base + 32i]
-  const int rows = a.batch_end - a.batch_begin;             // one batch group: the whole slice
+  const int slice = tid / kWarpSize, lane = tid % kWarpSize;
+  const int lane_unit = lane / lanes_k, lane_k = lane % lanes_k;
+  const int first_unit = blockIdx.x * J, unit = first_unit + lane_unit;
+  const bool unit_lane = lane_unit < J && unit < H;
+  const int k0 = slice * warp_rows;                                    // the warp's first row of h
+  const int warp_count = max(0, min(H - k0, warp_rows)) * kBatchTile;  // floats it stages
+  float* h_warp = h_s + k0 * kBatchTile;
+  const int rows = a.batch_end - a.batch_begin;  // one batch group: the whole slice
   const std::size_t slot_floats = static_cast<std::size_t>(H) * kBatchTile;
 
-  // ---- once per sequence: this lane's weights into registers (coalesced: lanes read
-  // consecutive k), zeros for the padding rows of h.
+  // ---- once per sequence: this lane's weights into registers, zeros for the padding rows of
+  // h (k >= H: their weights are zero too, but 0 * garbage could be NaN).
   float w[kGates][kKPerLane];
 #pragma unroll
   for (int q = 0; q < kGates; ++q) {
 #pragma unroll
     for (int i = 0; i < kKPerLane; ++i) {
-      const int k = k_base + kWarpSize * i;
-      w[q][i] = unit < H && k < H ? __ldg(a.w_hh + (static_cast<std::size_t>(q) * H + unit) * H + k)
-                                  : 0.0f;
+      const int k = k0 + i * lanes_k + lane_k;
+      w[q][i] = unit_lane && k < H
+                    ? __ldg(a.w_hh + (static_cast<std::size_t>(q) * H + unit) * H + k)
+                    : 0.0f;
     }
   }
   for (int i = H * kBatchTile + tid; i < padded_k * kBatchTile; i += threads)
@@ -583,6 +600,13 @@ __global__ void __launch_bounds__(max_threads_for_registers(kKPerLane, kBatchTil
         bias_s[update_j * kGates + q] = a.b_ih[q * H + update_unit] + a.b_hh[q * H + update_unit];
     }
   }
+  // After the butterfly a lane holds `held` sums, the first of them number first_sum; one lane
+  // of each group that holds the same sums writes them.
+  const int stages = log2_of(lanes_k), halvings = min(stages, log2_of(kValues));
+  const int held = kValues >> halvings;
+  const int first_sum = (lane_k >> (stages - halvings)) * held;
+  const bool writes_sums = (lane_k & ((1 << (stages - halvings)) - 1)) == 0;
+  __syncthreads();  // biases and the zero rows of h
 
   const bool tracing = a.trace != nullptr && blockIdx.x == 0 && tid == 0;
   __shared__ long long spent[kTraceSlots - 1];  // not registers: the weights need them all
@@ -605,7 +629,7 @@ __global__ void __launch_bounds__(max_threads_for_registers(kKPerLane, kBatchTil
     const float* h_prev = a.exchange + static_cast<std::size_t>(t) * slot_floats;
     float* h_next = a.exchange + static_cast<std::size_t>(t + 1) * slot_floats;
     // The input part of this thread's update does not depend on h_{t-1}: copied to shared
-    // memory while the block waits for h (cp.async: no registers held, the weights need them).
+    // memory while the warp waits for h (cp.async: no registers held, the weights need them).
     if (real_row) {
       const float* in = a.input_part +
                         (static_cast<std::size_t>(t) * a.batch + update_row) * kGates * H +
@@ -615,20 +639,23 @@ __global__ void __launch_bounds__(max_threads_for_registers(kKPerLane, kBatchTil
         copy_async_4(input_s + tid * kGates + q, in + q * H);
     }
     asm volatile("cp.async.commit_group;\n" ::: "memory");
-    const int count = H * kBatchTile;
-    if (count % 4 == 0) {
-      stage_published<kStagedLoads>(reinterpret_cast<const float4*>(h_prev),
-                                    reinterpret_cast<float4*>(h_s), count / 4);
+    // This warp's rows of h_{t-1}: they start at a multiple of 8 rows, so float4 fits whenever
+    // every slot starts at a multiple of 4 floats.
+    const float* source = h_prev + static_cast<std::size_t>(k0) * kBatchTile;
+    if (slot_floats % 4 == 0) {
+      stage_published<kStagedLoads>(reinterpret_cast<const float4*>(source),
+                                    reinterpret_cast<float4*>(h_warp), warp_count / 4, lane,
+                                    kWarpSize);
     } else {
-      stage_published<kStagedLoads>(h_prev, h_s, count);
+      stage_published<kStagedLoads>(source, h_warp, warp_count, lane, kWarpSize);
     }
-    __syncthreads();  // h_{t-1} complete in shared memory
+    __syncwarp();  // the warp's rows are complete in shared memory
     trace_phase(0);
 
     float acc[kValues] = {};  // acc[q * kBatchTile + b]
 #pragma unroll
     for (int i = 0; i < kKPerLane; ++i) {
-      const float* h_k = h_s + (k_base + kWarpSize * i) * kBatchTile;
+      const float* h_k = h_warp + (i * lanes_k + lane_k) * kBatchTile;
       float h[kBatchTile];
       if constexpr (kBatchTile % 4 == 0) {
 #pragma unroll
@@ -653,8 +680,18 @@ __global__ void __launch_bounds__(max_threads_for_registers(kKPerLane, kBatchTil
     }
     trace_phase(1);
 
-    sum_over_lanes<kValues, kWarpSize / 2>(acc, lane);
-    if (lane % kSpread == 0) sums_s[(slice * J + j) * kValues + lane / kSpread] = acc[0];
+    // Two buffers of sums, by step parity: a warp that runs ahead (its rows of h_t came from
+    // other blocks) writes step t + 1's sums while this block's updates still read step t's.
+    float* step_sums = sums_s + (t & 1) * sums_floats;
+    sum_over_k_lanes(acc, lane, lanes_k);
+    if (writes_sums) {
+      float* out = step_sums + (slice * lanes_units + lane_unit) * kValues + first_sum;
+#pragma unroll
+      for (int i = 0; i < kValues; ++i) {
+        if (i >= held) break;
+        out[i] = acc[i];
+      }
+    }
     __syncthreads();  // every slice's sums are in shared memory
     trace_phase(2);
 
@@ -668,11 +705,11 @@ __global__ void __launch_bounds__(max_threads_for_registers(kKPerLane, kBatchTil
 #pragma unroll
         for (int q = 0; q < kGates; ++q)
           gate[q] = input_s[tid * kGates + q] + bias_s[update_j * kGates + q];
-        const float* sums = sums_s + update_j * kValues + update_b;
+        const float* sums = step_sums + update_j * kValues + update_b;
         for (int s = 0; s < slices; ++s) {  // fixed order: bitwise reproducible
 #pragma unroll
           for (int q = 0; q < kGates; ++q)
-            gate[q] += sums[s * J * kValues + q * kBatchTile];
+            gate[q] += sums[s * lanes_units * kValues + q * kBatchTile];
         }
         const float i_gate = sigmoid(gate[0]), f_gate = sigmoid(gate[1]);
         const float g_gate = tanhf(gate[kGateG]), o_gate = sigmoid(gate[3]);
