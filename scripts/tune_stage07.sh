@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Times stage 07 with the planner's choice and with pinned plans (LSTM07_PLAN=tile,threads,groups)
+# Times stage 07 with the planner's choice and with pinned plans (LSTM07_WEIGHTS, LSTM07_INPUT,
+# LSTM07_PLAN=tile,threads,groups)
 # over the shapes its targets name, so that the planner's cost model can be checked against the
 # GPU. Unchecked runs (the checks are gpu_check.sh's job); one line per (shape, plan).
 #
@@ -9,9 +10,11 @@ cd "$(dirname "$0")/.."
 build=${BUILD_DIR:-build-gpu}
 out=${1:-results/local/tune}
 mkdir -p "$out"
-shapes=("512 1 1" "512 4 1" "512 16 1" "512 64 1" "512 128 1" "512 256 1" "1024 1 1" "1024 4 1" "1024 16 1"
+shapes=("512 1 1" "512 4 1" "512 8 1" "512 16 1" "512 64 1" "512 128 1" "512 256 1" "1024 1 1" "1024 4 1" "1024 8 1" "1024 16 1"
         "1024 64 1" "1024 128 1" "1024 256 1" "512 64 4")
-plans=(auto 4,128,1 4,256,1 4,512,1 8,128,1 8,256,1 16,128,1 16,256,1 4,256,2 4,256,4)
+# auto = the planner's choice; reg+gemm = the register kernel with cuBLAS input parts;
+# shared = the shared-memory kernel (planner's tile); tile,threads,groups = pinned shared plans.
+plans=(auto reg+gemm shared 4,256,1 4,512,1 8,256,1 16,256,1 4,256,2 4,256,4)
 "$build/bin/lstm_gpu_info" | head -n 1 | tee "$out/tune.txt"
 echo "stage 07 at commit $(cat .git_commit 2>/dev/null || git describe --always --dirty --abbrev=12), $(date -u +%Y-%m-%dT%H:%M:%SZ)" | tee -a "$out/tune.txt"
 printf '%-16s' "H B L \\ plan" | tee -a "$out/tune.txt"
@@ -21,10 +24,15 @@ for shape in "${shapes[@]}"; do
   read -r hidden batch layers <<<"$shape"
   printf '%-16s' "$hidden $batch $layers" | tee -a "$out/tune.txt"
   for plan in "${plans[@]}"; do
-    [ "$plan" = auto ] && plan_env="" || plan_env=$plan
-    trace=""
-    [ "$plan" = auto ] && trace=1
-    line=$(LSTM07_PLAN=$plan_env LSTM07_VERBOSE=1 LSTM07_TRACE=$trace timeout 60 "$build/bin/lstm_07_persistent" \
+    plan_env="" weights_env="" input_env="" trace=""
+    case $plan in
+      auto) trace=1 ;;
+      reg+gemm) weights_env=registers input_env=gemm ;;
+      shared) weights_env=shared ;;
+      *) plan_env=$plan ;;
+    esac
+    line=$(LSTM07_PLAN=$plan_env LSTM07_WEIGHTS=$weights_env LSTM07_INPUT=$input_env LSTM07_VERBOSE=1 \
+      LSTM07_TRACE=$trace timeout 60 "$build/bin/lstm_07_persistent" \
       --hidden "$hidden" --batch "$batch" --seq 100 --layers "$layers" --no-check \
       --json "$out/tune.jsonl" 2>&1)
     echo "== $shape plan=$plan" >>"$out/tune.log"
@@ -34,6 +42,6 @@ for shape in "${shapes[@]}"; do
   done
   echo | tee -a "$out/tune.txt"
 done
-echo "(us per step and layer, median of 20; plan = tile,threads,batch groups)" | tee -a "$out/tune.txt"
+echo "(us per step and layer, median of 20; fail = the plan does not fit this shape; tile,threads,groups = a pinned shared-memory plan)" | tee -a "$out/tune.txt"
 echo "The planner's choice (auto) and where block 0 spends a step:" | tee -a "$out/tune.txt"
 grep -E "^== .*plan=auto|plan:|trace" "$out/tune.log" | sed 's/^07_persistent //' | tee -a "$out/tune.txt"

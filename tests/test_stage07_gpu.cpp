@@ -3,7 +3,8 @@
 // step, several batch groups, batch slices with a partly empty last group, H not a multiple of
 // 4. Register kernel: 8 and 32 weights per lane, batch tiles 1, 2, 4 and 8 with padding
 // columns, float4 and scalar staging, units that do not fill a power of two
-// of lanes, a partly empty last block and last k slice. Each case is
+// of lanes, a partly empty last block and last k slice, input parts computed in the kernel
+// (I != H) or by cuBLAS. Each case is
 // checked against the CPU reference and must repeat bit for bit. Skipped without a GPU.
 #include <gtest/gtest.h>
 
@@ -35,9 +36,10 @@ PlanRequest pin(int tile, int threads, int groups, int rows) {
   return r;
 }
 
-PlanRequest registers() {
+PlanRequest registers(InputParts input = InputParts::kKernel) {
   PlanRequest r;
   r.weights = WeightHome::kRegisters;
+  r.input = input;
   return r;
 }
 
@@ -59,6 +61,10 @@ const std::vector<PinnedCase>& cases() {
       {"registers_k8_b3_padded_units", make_size(300, 40, 3, 5, 1), registers(), 8, 4},
       {"registers_k8_b5_three_layers", make_size(130, 20, 5, 5, 3), registers(), 8, 8},
       {"registers_k32_b1", make_size(1024, 1024, 1, 3, 1), registers(), 32, 1},
+      {"registers_k8_b3_input_gemm", make_size(300, 40, 3, 5, 2), registers(InputParts::kGemm), 8,
+       4},
+      {"registers_k32_b2_input_gemm", make_size(700, 33, 2, 4, 2), registers(InputParts::kGemm), 32,
+       2},
       {"registers_k32_b4", make_size(700, 33, 4, 4, 2), registers(), 32, 4},
       {"registers_k32_b7_partial_block", make_size(900, 64, 7, 3, 1), registers(), 32, 8},
   };
@@ -80,6 +86,7 @@ TEST_P(Stage07Pinned, MatchesTheCpuReferenceAndRepeats) {
     ASSERT_TRUE(plan.fits && plan.weights_in_registers) << plan.describe() << " " << plan.why;
     EXPECT_EQ(plan.k_per_lane, c.k_per_lane) << plan.describe();
     EXPECT_EQ(plan.tile_batch, c.tile_batch) << plan.describe();
+    EXPECT_EQ(plan.input_k_per_lane == 0, c.request.input == InputParts::kGemm) << plan.describe();
   }
   const LstmParams params = generate_params(c.size, 7);
   std::unique_ptr<Stage> stage = make_with_plan(c.request);

@@ -40,7 +40,7 @@ void expect_consistent(const Plan& p, const ProblemSize& s, const DeviceLimits& 
   EXPECT_LE(p.shared_bytes, device.shared_bytes);
   if (p.weights_in_registers) {  // one warp per k slice; one launch, one batch group
     EXPECT_EQ(p.threads, kWarpSize * p.k_slices);
-    EXPECT_LE(p.threads, max_threads_for_registers(p.k_per_lane, p.tile_batch));
+    EXPECT_LE(p.threads, kMaxRegisterThreads);
     EXPECT_EQ(p.lanes_units * p.phases, kWarpSize);
     EXPECT_GE(p.lanes_units, p.units_per_block);                      // a group of lanes per unit
     EXPECT_EQ(p.lanes_units & (p.lanes_units - 1), 0);                // a power of two
@@ -110,6 +110,38 @@ TEST(Stage07Plan, SmallBatchesKeepTheWeightsInRegisters) {
   EXPECT_EQ(make_plan(size_of(512, 3), h100()).tile_batch, 4);  // B rounds up to 1, 2, 4 or 8
   EXPECT_EQ(make_plan(size_of(512, 8), h100()).tile_batch, 8);
   EXPECT_FALSE(make_plan(size_of(512, 9), h100()).weights_in_registers);
+}
+
+TEST(Stage07Plan, TheRegisterKernelComputesItsInputPartsWhereTheyHideInARoundTrip) {
+  // H = 512, B = 1: 8 input rows per lane, one batch column: the kernel computes them.
+  const Plan p512 = make_plan(size_of(512, 1), h100());
+  EXPECT_EQ(p512.input_k_per_lane * p512.k_slices * p512.phases, 512);
+  // B = 2 or H = 1024: more work per lane than a round trip hides: cuBLAS.
+  EXPECT_EQ(make_plan(size_of(512, 2), h100()).input_k_per_lane, 0);
+  EXPECT_EQ(make_plan(size_of(1024, 1), h100()).input_k_per_lane, 0);
+  // Asked for, the kernel does it wherever W_ih fits; the layout takes the largest I of any
+  // layer (layer 0's I may differ from H).
+  PlanRequest kernel;
+  kernel.input = InputParts::kKernel;
+  ProblemSize wide = size_of(512, 1, 100, 2);
+  wide.input_size = 1024;
+  const Plan p_wide = make_plan(wide, h100(), kernel);
+  expect_consistent(p_wide, wide, h100());
+  EXPECT_GE(p_wide.input_k_per_lane * p_wide.k_slices * p_wide.phases, 1024);
+  EXPECT_EQ(make_plan(wide, h100()).input_k_per_lane, 0);  // automatic: too much work
+  ProblemSize narrow = size_of(512, 1, 100, 2);
+  narrow.input_size = 10;
+  EXPECT_GE(make_plan(narrow, h100()).input_k_per_lane * p512.k_slices * p512.phases, 512);
+  // H = 1024, B = 8: W_ih's slice (128 KiB) and two steps of x do not fit even when asked.
+  const ProblemSize big = size_of(1024, 8);
+  const Plan p_big = make_plan(big, h100(), kernel);
+  expect_consistent(p_big, big, h100());
+  EXPECT_EQ(p_big.input_k_per_lane, 0);
+  EXPECT_GT(make_plan(size_of(1024, 4), h100(), kernel).input_k_per_lane, 0);
+  // Asking for the GEMM gives it.
+  PlanRequest gemm;
+  gemm.input = InputParts::kGemm;
+  EXPECT_EQ(make_plan(size_of(512, 1), h100(), gemm).input_k_per_lane, 0);
 }
 
 TEST(Stage07Plan, WhereTheRegisterKernelDoesNotFitTheSharedOneRuns) {
@@ -215,6 +247,15 @@ TEST(Stage07Plan, EnvironmentRequestIsParsedOrRefused) {
   EXPECT_THROW(plan_request_from_environment(), std::invalid_argument);
   ASSERT_EQ(setenv("LSTM07_WEIGHTS", "shared", 1), 0);
   EXPECT_EQ(plan_request_from_environment().weights, WeightHome::kSharedMemory);
+  unsetenv("LSTM07_WEIGHTS");
+  ASSERT_EQ(setenv("LSTM07_INPUT", "gemm", 1), 0);
+  EXPECT_EQ(plan_request_from_environment().input, InputParts::kGemm);
+  ASSERT_EQ(setenv("LSTM07_INPUT", "kernel", 1), 0);
+  EXPECT_EQ(plan_request_from_environment().input, InputParts::kKernel);
+  ASSERT_EQ(setenv("LSTM07_INPUT", "cublas", 1), 0);
+  EXPECT_THROW(plan_request_from_environment(), std::invalid_argument);
+  unsetenv("LSTM07_INPUT");
+  ASSERT_EQ(setenv("LSTM07_WEIGHTS", "shared", 1), 0);
   ASSERT_EQ(setenv("LSTM07_WEIGHTS", "smem", 1), 0);
   EXPECT_THROW(plan_request_from_environment(), std::invalid_argument);
   ASSERT_EQ(setenv("LSTM07_WEIGHTS", "registers", 1), 0);  // registers + a shared-memory plan

@@ -106,11 +106,14 @@ std::string Plan::describe() const {
 
 std::size_t shared_bytes_for(const Plan& p, int hidden) {
   const std::size_t rows = static_cast<std::size_t>(kGates) * p.units_per_block;
-  if (p.weights_in_registers) {  // h_{t-1} over the padded k range, two steps' partial sums,
-                                 // input parts and biases
+  if (p.weights_in_registers) {  // W_ih and two steps of x (if the kernel computes the input
+                                 // parts), h_{t-1} over the padded k range, two steps' partial
+                                 // sums, input parts and biases
     const std::size_t padded_k = static_cast<std::size_t>(p.k_slices) * p.phases * p.k_per_lane;
     const std::size_t values = static_cast<std::size_t>(kGates) * p.tile_batch;
-    return (padded_k * p.tile_batch +
+    const std::size_t input_slots = static_cast<std::size_t>(p.k_slices) * p.input_k_per_lane;
+    return (input_slots * kWarpSize * kGates + 2 * input_slots * p.phases * p.tile_batch +
+            padded_k * p.tile_batch +
             2 * static_cast<std::size_t>(p.k_slices) * p.lanes_units * values +
             p.units_per_block * values + rows) *
            sizeof(float);
@@ -124,7 +127,8 @@ std::size_t shared_bytes_for(const Plan& p, int hidden) {
   return floats * sizeof(float);
 }
 
-Plan make_register_plan(const ProblemSize& s, const DeviceLimits& device, int k_per_lane_pin) {
+Plan make_register_plan(const ProblemSize& s, const DeviceLimits& device, int k_per_lane_pin,
+                        InputParts input) {
   Plan plan;
   plan.weights_in_registers = true;
   std::ostringstream why;
@@ -156,14 +160,13 @@ Plan make_register_plan(const ProblemSize& s, const DeviceLimits& device, int k_
     plan.k_per_lane = k_per_lane;
     plan.k_slices = ceil_div(s.hidden, plan.phases * k_per_lane);
     plan.threads = kWarpSize * plan.k_slices;
-    if (plan.threads <= max_threads_for_registers(k_per_lane, plan.tile_batch)) break;
+    if (plan.threads <= kMaxRegisterThreads) break;
   }
-  if (plan.threads > max_threads_for_registers(plan.k_per_lane, plan.tile_batch)) {
+  if (plan.threads > kMaxRegisterThreads) {
     why << "H = " << s.hidden << " needs " << plan.k_slices << " k slices of " << plan.phases
         << " x " << plan.k_per_lane << " rows = " << plan.k_slices
-        << " warps per block in the register kernel, more than "
-        << max_threads_for_registers(plan.k_per_lane, plan.tile_batch) / kWarpSize << " ("
-        << plan.k_per_lane << " weights per lane and gate)";
+        << " warps per block in the register kernel, more than " << kMaxRegisterThreads / kWarpSize
+        << " (" << plan.k_per_lane << " weights per lane and gate)";
     plan.why = why.str();
     return plan;
   }
@@ -173,6 +176,17 @@ Plan make_register_plan(const ProblemSize& s, const DeviceLimits& device, int k_
         << " of a block";
     plan.why = why.str();
     return plan;
+  }
+  if (input != InputParts::kGemm) {  // the kernel computes the input parts itself where W_ih
+                                     // fits on chip and (unless asked to) the work is small
+    const int rows_per_slot = plan.k_slices * plan.phases;
+    plan.input_k_per_lane = ceil_div(s.input_size, rows_per_slot);
+    if (s.layers > 1)
+      plan.input_k_per_lane = std::max(plan.input_k_per_lane, ceil_div(s.hidden, rows_per_slot));
+    if (shared_bytes_for(plan, s.hidden) > device.shared_bytes ||
+        (input == InputParts::kAuto &&
+         plan.input_k_per_lane * plan.tile_batch > kMaxInputWorkPerLane))
+      plan.input_k_per_lane = 0;
   }
   plan.shared_bytes = shared_bytes_for(plan, s.hidden);
   if (plan.shared_bytes > device.shared_bytes) {
@@ -191,7 +205,7 @@ Plan make_plan(const ProblemSize& s, const DeviceLimits& device, const PlanReque
   const bool shared_pinned = request.tile_batch || request.threads || request.batch_groups ||
                              request.group_batch || request.weights == WeightHome::kSharedMemory;
   if (!shared_pinned) {
-    Plan registers = make_register_plan(s, device, request.k_per_lane);
+    Plan registers = make_register_plan(s, device, request.k_per_lane, request.input);
     if (registers.fits || request.weights == WeightHome::kRegisters) return registers;
   }
   std::vector<int> tiles = {4, 8, 16}, threads = {256, 512}, groups = {1, 2, 4, 8, 16, 32};
@@ -282,9 +296,10 @@ static PlanRequest shared_plan_request_from_environment() {
 PlanRequest plan_request_from_environment() {
   PlanRequest request = shared_plan_request_from_environment();
   const char* weights = std::getenv("LSTM07_WEIGHTS");
-  if (weights == nullptr || *weights == '\0') return request;
-  const std::string value = weights;
-  if (value == "registers") {
+  const std::string value = weights == nullptr ? "" : weights;
+  if (value.empty()) {
+    // automatic
+  } else if (value == "registers") {
     request.weights = WeightHome::kRegisters;
   } else if (value == "registers,8" || value == "registers,32") {
     request.weights = WeightHome::kRegisters;
@@ -295,6 +310,14 @@ PlanRequest plan_request_from_environment() {
     throw std::invalid_argument(
         "LSTM07_WEIGHTS=\"" + value +
         "\": expected \"registers\", \"registers,8\", \"registers,32\" or \"shared\"");
+  }
+  const char* input = std::getenv("LSTM07_INPUT");
+  if (input != nullptr && *input != '\0') {
+    const std::string where = input;
+    if (where != "gemm" && where != "kernel")
+      throw std::invalid_argument("LSTM07_INPUT=\"" + where +
+                                  "\": expected \"gemm\" or \"kernel\"");
+    request.input = where == "gemm" ? InputParts::kGemm : InputParts::kKernel;
   }
   if (request.weights == WeightHome::kRegisters &&
       (request.tile_batch || request.threads || request.batch_groups || request.group_batch))

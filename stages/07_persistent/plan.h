@@ -32,13 +32,22 @@ constexpr int kMaxRegisterBatch = 8;
 /// The register kernel: how many k each lane holds weights for (4 gates x this many floats),
 /// tried in this order.
 constexpr int kRegisterKPerLane[] = {8, 32};
-/// The register kernel's most threads per block with `k_per_lane` weights per lane and gate and
-/// a batch tile of `tile_batch`: 32 k need 128 registers for the weights alone, and 8 batch
-/// columns 32 sums, so either means at most 256 threads (255 registers each, never spilling);
-/// otherwise the 128 registers a thread of 512 has suffice.
-constexpr int max_threads_for_registers(int k_per_lane, int tile_batch) {
-  return k_per_lane >= 32 || tile_batch >= 8 ? 256 : kMaxThreads;
-}
+/// The register kernel's most threads per block: 8 warps, so that each thread may have up to
+/// 255 registers (32 k per lane need 128 for the weights alone; 8 batch columns, 32 sums).
+constexpr int kMaxRegisterThreads = 256;
+
+/// Who computes the register kernel's input parts W_ih · x_t.
+enum class InputParts {
+  kAuto = 0,  ///< the kernel where the work is small enough to hide (kMaxInputWorkPerLane)
+  kGemm,      ///< one cuBLAS GEMM for all steps before the launch
+  kKernel     ///< the kernel, while the first loads of h_{t-1} fly (if W_ih fits on chip)
+};
+
+/// The register kernel computes the input parts itself where a lane's share of them is at most
+/// this many multiply-adds per gate (input rows x batch columns): then they hide in the L2 round
+/// trip of the first loads of h_{t-1} (measured on the H100: a gain at H = 512, B = 1; a loss
+/// at B >= 2 or H = 1024, where the work outlasts the round trip and a GEMM does it faster).
+constexpr int kMaxInputWorkPerLane = 8;
 
 /// Where a block keeps its slice of W_hh for the whole sequence.
 enum class WeightHome {
@@ -62,6 +71,7 @@ struct PlanRequest {
   int group_batch = 0;   ///< rows of the batch per block (forces batch slices if small)
   WeightHome weights = WeightHome::kAuto;  ///< which kernel (pinning tile..rows means shared)
   int k_per_lane = 0;  ///< register kernel: weights per lane and gate, one of kRegisterKPerLane
+  InputParts input = InputParts::kAuto;  ///< register kernel: who computes W_ih · x_t
 };
 
 /// One layer's launch plan. Block (u, g) owns hidden units u*J .. u*J+J-1 for the batch rows of
@@ -80,17 +90,21 @@ struct Plan {
   std::string why;                    ///< the reason a shape does not fit
   bool weights_in_registers = false;  ///< which kernel runs (see above)
   int k_per_lane = 0;                 ///< register kernel: k values a lane holds weights for
-  int units_per_block = 0;            ///< J
-  int unit_blocks = 0;                ///< U = ceil(H / J)
-  int batch_groups = 0;               ///< G: blocks = U * G
-  int group_batch = 0;                ///< Bg: batch rows per block
-  int padded_batch = 0;               ///< Bg rounded up to tile_batch: the columns of staged h
-  int slices = 0;                     ///< launches per layer, each for G * Bg batch rows
-  int tile_batch = 0;   ///< columns of a thread's register tile (4, 8 or 16; 1-8 in registers)
-  int threads = 0;      ///< threads per block
-  int lanes_batch = 0;  ///< lanes of a warp along the batch tiles
-  int lanes_units = 0;  ///< lanes of a warp along the units
-  int phases = 0;       ///< lanes of a warp along k (reduced with shuffles)
+  /// Register kernel: 0 = the input parts W_ih · x_t come from one cuBLAS GEMM before the
+  /// launch; else the kernel computes them itself, W_ih in shared memory, with this many input
+  /// rows per lane (the most any layer needs: ceil(I / (k_slices * phases))).
+  int input_k_per_lane = 0;
+  int units_per_block = 0;  ///< J
+  int unit_blocks = 0;      ///< U = ceil(H / J)
+  int batch_groups = 0;     ///< G: blocks = U * G
+  int group_batch = 0;      ///< Bg: batch rows per block
+  int padded_batch = 0;     ///< Bg rounded up to tile_batch: the columns of staged h
+  int slices = 0;           ///< launches per layer, each for G * Bg batch rows
+  int tile_batch = 0;       ///< columns of a thread's register tile (4, 8 or 16; 1-8 in registers)
+  int threads = 0;          ///< threads per block
+  int lanes_batch = 0;      ///< lanes of a warp along the batch tiles
+  int lanes_units = 0;      ///< lanes of a warp along the units
+  int phases = 0;           ///< lanes of a warp along k (reduced with shuffles)
   int tile_groups_units = 0, tile_groups_batch = 0;  ///< tile groups (one warp each) of a block
   int k_slices = 0;    ///< warps along k per tile group or per unit (reduced in shared memory)
   int chunk_rows = 0;  ///< rows of h_{t-1} staged per chunk
@@ -108,7 +122,8 @@ std::size_t shared_bytes_for(const Plan& plan, int hidden);
 
 /// The register kernel's plan for `size`, or one with fits == false and the reason (batch too
 /// large, or the k slices of H need more than kMaxThreads threads).
-Plan make_register_plan(const ProblemSize& size, const DeviceLimits& device, int k_per_lane = 0);
+Plan make_register_plan(const ProblemSize& size, const DeviceLimits& device, int k_per_lane = 0,
+                        InputParts input = InputParts::kAuto);
 
 /// Plans one layer of `size` on `device`. Small batches (B <= kMaxRegisterBatch) get the
 /// register kernel where it fits; otherwise it searches the shared-memory kernel's tile widths,
@@ -123,8 +138,9 @@ int largest_hidden_that_fits(const ProblemSize& size, const DeviceLimits& device
 
 /// Reads a PlanRequest from the environment, for experiments: LSTM07_PLAN
 /// ("tile,threads,groups,rows", any field 0 or left out = automatic; pins the shared-memory
-/// kernel) and LSTM07_WEIGHTS ("registers", "registers,K" with K weights per lane and gate, or
-/// "shared"). Throws std::invalid_argument on a malformed value.
+/// kernel), LSTM07_WEIGHTS ("registers", "registers,K" with K weights per lane and gate, or
+/// "shared") and LSTM07_INPUT ("gemm": the register kernel takes its input parts from cuBLAS;
+/// "kernel": the default). Throws std::invalid_argument on a malformed value.
 PlanRequest plan_request_from_environment();
 
 }  // namespace lstm::stage_07_persistent

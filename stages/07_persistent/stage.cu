@@ -110,6 +110,8 @@ constexpr const char* kTraceNames[kTraceSlots - 1] = {"wait for h_{t-1}", "produ
 struct LayerArgs {
   const float* w_hh;        // (4H, H) row-major, PyTorch's layout
   const float* input_part;  // (T, B, 4H): W_ih · x_t for every step (biases not yet added)
+  const float* w_ih;        // (4H, I): for the register kernel's own input parts
+  const float* x;           // (T, B, I): this layer's input sequence (ditto)
   const float* b_ih;        // (4H)
   const float* b_hh;        // (4H)
   const float* c0;          // (B, H) this layer's initial c
@@ -122,7 +124,9 @@ struct LayerArgs {
   int units_per_block, unit_blocks, batch_groups, group_batch, padded_batch;
   int lanes_batch, lanes_units, phases, tile_groups_units, tile_groups_batch, k_slices;
   int chunk_rows, chunks;
-  long long* trace;  // nullptr, or kTraceSlots cycle counts of block 0 (LSTM07_TRACE=1)
+  int input_size;        // I of this layer
+  int input_k_per_lane;  // register kernel computing its input parts: the plan's (layout), else 0
+  long long* trace;      // nullptr, or kTraceSlots cycle counts of block 0 (LSTM07_TRACE=1)
 };
 
 /// A 16-byte load through L2 that is allowed to race with another SM's stores (relaxed, GPU
@@ -458,17 +462,20 @@ __device__ __forceinline__ bool unpublished(float v) {
 /// Copies `count` published values (float or float4) of h_{t-1} from `source` (L2) to
 /// `target` (shared memory), waiting for each one; this thread takes indices first,
 /// first + stride, ... A thread has kInFlight loads in flight at once and re-reads only the ones
-/// that still hold the sentinel.
-template <int kInFlight, typename Value>
+/// that still hold the sentinel. `meanwhile()` runs once, after the first loads are issued.
+template <int kInFlight, typename Value, typename Meanwhile>
 __device__ __forceinline__ void stage_published(const Value* source, Value* target, int count,
-                                                int first, int stride) {
-  for (int base = first; base < count; base += kInFlight * stride) {
+                                                int first, int stride, Meanwhile&& meanwhile) {
+  bool first_round = true;
+  for (int base = first; base < count || first_round; base += kInFlight * stride) {
     Value staged[kInFlight];
 #pragma unroll
     for (int r = 0; r < kInFlight; ++r) {
       const int idx = base + r * stride;
       if (idx < count) staged[r] = load_relaxed(source + idx);
     }
+    if (first_round) meanwhile();  // work that hides the loads' round trip
+    first_round = false;
     for (int polls = 0;; ++polls) {
       bool missing = false;
 #pragma unroll
@@ -545,7 +552,7 @@ __device__ __forceinline__ void sum_over_k_lanes(float (&acc)[kCount], int lane,
 /// [kBatchTile] | sums [2][k_slices][lanes_units][4 * kBatchTile] | input parts
 /// [J * kBatchTile][4] | biases [J][4].
 template <int kKPerLane, int kBatchTile>
-__global__ void __launch_bounds__(max_threads_for_registers(kKPerLane, kBatchTile), 1)
+__global__ void __launch_bounds__(kMaxRegisterThreads, 1)
     persistent_lstm_registers(const LayerArgs a) {
   constexpr int kValues = kGates * kBatchTile;  // sums a lane carries into the butterfly
   constexpr int kStagedLoads = 4;               // h loads in flight per thread
@@ -555,11 +562,18 @@ __global__ void __launch_bounds__(max_threads_for_registers(kKPerLane, kBatchTil
   const int lanes_units = a.lanes_units, lanes_k = a.phases;
   const int warp_rows = lanes_k * kKPerLane;  // rows of k per warp (slice)
   const int padded_k = slices * warp_rows;
-  float* h_s = reinterpret_cast<float*>(shared);           // [padded_k][kBatchTile]
-  float* sums_s = h_s + padded_k * kBatchTile;             // [t % 2][slice][unit lane][v]
-  const int sums_floats = slices * lanes_units * kValues;  // one step's
-  float* input_s = sums_s + 2 * sums_floats;               // [j * kBatchTile + b][q]
-  float* bias_s = input_s + J * kValues;                   // [j][q]
+  // The input parts' weights and inputs first (float4 arrays need 16-byte alignment).
+  const bool own_inputs = a.input_k_per_lane > 0;  // else cuBLAS computed them (input_part)
+  const int input_stride = a.input_k_per_lane;     // layout: k' slots per lane and warp
+  const int input_rows = lanes_k * input_stride;   // k' rows per warp in the layout
+  float4* w_ih_s = shared;  // [slice][i < input_stride][lane]: 4 gates of the lane's unit
+  float* x_s = reinterpret_cast<float*>(w_ih_s + slices * input_stride * kWarpSize);
+  // x_s: [t % 2][slice][input_rows][kBatchTile]
+  float* h_s = x_s + 2 * slices * input_rows * kBatchTile;  // [padded_k][kBatchTile]
+  float* sums_s = h_s + padded_k * kBatchTile;              // [t % 2][slice][unit lane][v]
+  const int sums_floats = slices * lanes_units * kValues;   // one step's
+  float* input_s = sums_s + 2 * sums_floats;                // [j * kBatchTile + b][q]
+  float* bias_s = input_s + J * kValues;                    // [j][q]
   const int tid = threadIdx.x, threads = blockDim.x;
   const int slice = tid / kWarpSize, lane = tid % kWarpSize;
   const int lane_unit = lane / lanes_k, lane_k = lane % lanes_k;
@@ -586,6 +600,70 @@ __global__ void __launch_bounds__(max_threads_for_registers(kKPerLane, kBatchTil
   }
   for (int i = H * kBatchTile + tid; i < padded_k * kBatchTile; i += threads)
     h_s[i] = 0.0f;
+  // This layer's input rows: k' = slice * lanes_k * k_input + i * lanes_k + lane_k, i < k_input.
+  const int I = a.input_size;
+  const int k_input = own_inputs ? (I + slices * lanes_k - 1) / (slices * lanes_k) : 0;
+  const int input_k0 = slice * lanes_k * k_input;
+  const int input_count = max(0, min(I - input_k0, lanes_k * k_input));  // real k' rows
+  float* x_warp = x_s + slice * input_rows * kBatchTile;
+  if (own_inputs) {
+    for (int i = 0; i < k_input; ++i) {  // weights once, zeros where k' >= I or no unit
+      const int k = input_k0 + i * lanes_k + lane_k;
+      float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
+      if (unit_lane && k < I) {
+        const float* row = a.w_ih + static_cast<std::size_t>(unit) * I + k;
+        const std::size_t gate = static_cast<std::size_t>(H) * I;
+        v = make_float4(__ldg(row), __ldg(row + gate), __ldg(row + 2 * gate),
+                        __ldg(row + 3 * gate));
+      }
+      w_ih_s[(slice * input_stride + i) * kWarpSize + lane] = v;
+    }
+    // Both buffers of x: zeros, so that rows k' >= I and padding columns stay finite.
+    for (int i = lane; i < input_rows * kBatchTile; i += kWarpSize) {
+      x_warp[i] = 0.0f;
+      x_warp[slices * input_rows * kBatchTile + i] = 0.0f;
+    }
+    __syncwarp();  // the zeros land before the copies of x_0
+  }
+  // Copies this warp's rows of x_step (columns b < rows) into x buffer `buffer` (cp.async).
+  const auto prefetch_inputs = [&](int step, int buffer) {
+    float* target = x_warp + buffer * slices * input_rows * kBatchTile;
+    for (int e = lane; e < input_count * rows; e += kWarpSize) {
+      const int b = e / input_count, k = e % input_count;
+      copy_async_4(
+          target + k * kBatchTile + b,
+          a.x + (static_cast<std::size_t>(step) * a.batch + a.batch_begin + b) * I + input_k0 + k);
+    }
+  };
+  if (own_inputs) {
+    prefetch_inputs(0, 0);
+    asm volatile("cp.async.commit_group;\n" ::: "memory");
+  }
+  // acc[q * kBatchTile + b]: the lane's sums, W_ih · x_t + W_hh · h_{t-1}.
+  float acc[kValues];
+  // Adds the input part of step `step` to acc: x_step is in buffer step % 2 (copied during the
+  // step before), and x_{step+1} starts to be copied into the other one.
+  const auto add_input_part = [&](int step) {
+    if (step + 1 < a.seq_len) prefetch_inputs(step + 1, (step + 1) & 1);
+    asm volatile("cp.async.commit_group;\n" ::: "memory");
+    asm volatile("cp.async.wait_group 1;\n" ::: "memory");
+    __syncwarp();
+    const float* x_t = x_warp + (step & 1) * slices * input_rows * kBatchTile;
+    const float4* w_in = w_ih_s + slice * input_stride * kWarpSize + lane;
+#pragma unroll 4
+    for (int i = 0; i < k_input; ++i) {
+      const float4 wq = w_in[i * kWarpSize];
+      const float* x_k = x_t + (i * lanes_k + lane_k) * kBatchTile;  // a broadcast
+      const float wg[kGates] = {wq.x, wq.y, wq.z, wq.w};
+#pragma unroll
+      for (int b = 0; b < kBatchTile; ++b) {
+        const float xb = x_k[b];
+#pragma unroll
+        for (int q = 0; q < kGates; ++q)
+          acc[q * kBatchTile + b] = fmaf(wg[q], xb, acc[q * kBatchTile + b]);
+      }
+    }
+  };
   // This thread's cell update, if any: (unit, batch row) = (tid / kBatchTile, tid % kBatchTile).
   const int update_j = tid / kBatchTile, update_b = tid % kBatchTile;
   const int update_unit = first_unit + update_j, update_row = a.batch_begin + update_b;
@@ -628,31 +706,38 @@ __global__ void __launch_bounds__(max_threads_for_registers(kKPerLane, kBatchTil
     if (tracing) mark = clock64();
     const float* h_prev = a.exchange + static_cast<std::size_t>(t) * slot_floats;
     float* h_next = a.exchange + static_cast<std::size_t>(t + 1) * slot_floats;
-    // The input part of this thread's update does not depend on h_{t-1}: copied to shared
-    // memory while the warp waits for h (cp.async: no registers held, the weights need them).
-    if (real_row) {
+#pragma unroll
+    for (int v = 0; v < kValues; ++v)
+      acc[v] = 0.0f;
+    if (!own_inputs && real_row) {
+      // The input part of this thread's update, which cuBLAS computed before the launch: copied
+      // to shared memory while the warp waits for h (cp.async: no registers held).
       const float* in = a.input_part +
                         (static_cast<std::size_t>(t) * a.batch + update_row) * kGates * H +
                         update_unit;
 #pragma unroll
       for (int q = 0; q < kGates; ++q)
         copy_async_4(input_s + tid * kGates + q, in + q * H);
+      asm volatile("cp.async.commit_group;\n" ::: "memory");
     }
-    asm volatile("cp.async.commit_group;\n" ::: "memory");
     // This warp's rows of h_{t-1}: they start at a multiple of 8 rows, so float4 fits whenever
     // every slot starts at a multiple of 4 floats.
     const float* source = h_prev + static_cast<std::size_t>(k0) * kBatchTile;
+    // While the first loads of h fly (an L2 round trip at least), the input part of this step,
+    // which does not depend on h.
+    const auto input_part = [&] {
+      if (own_inputs) add_input_part(t);
+    };
     if (slot_floats % 4 == 0) {
       stage_published<kStagedLoads>(reinterpret_cast<const float4*>(source),
                                     reinterpret_cast<float4*>(h_warp), warp_count / 4, lane,
-                                    kWarpSize);
+                                    kWarpSize, input_part);
     } else {
-      stage_published<kStagedLoads>(source, h_warp, warp_count, lane, kWarpSize);
+      stage_published<kStagedLoads>(source, h_warp, warp_count, lane, kWarpSize, input_part);
     }
     __syncwarp();  // the warp's rows are complete in shared memory
     trace_phase(0);
 
-    float acc[kValues] = {};  // acc[q * kBatchTile + b]
 #pragma unroll
     for (int i = 0; i < kKPerLane; ++i) {
       const float* h_k = h_warp + (i * lanes_k + lane_k) * kBatchTile;
@@ -700,11 +785,17 @@ __global__ void __launch_bounds__(max_threads_for_registers(kKPerLane, kBatchTil
       if (!real_row) {
         store_relaxed(published, 0.0f);  // padding column: read by nobody's arithmetic
       } else {
-        asm volatile("cp.async.wait_group 0;\n" ::: "memory");  // this thread's input parts
         float gate[kGates];
+        if (own_inputs) {  // the input part is in the sums already
 #pragma unroll
-        for (int q = 0; q < kGates; ++q)
-          gate[q] = input_s[tid * kGates + q] + bias_s[update_j * kGates + q];
+          for (int q = 0; q < kGates; ++q)
+            gate[q] = bias_s[update_j * kGates + q];
+        } else {
+          asm volatile("cp.async.wait_group 0;\n" ::: "memory");  // this thread's input parts
+#pragma unroll
+          for (int q = 0; q < kGates; ++q)
+            gate[q] = input_s[tid * kGates + q] + bias_s[update_j * kGates + q];
+        }
         const float* sums = step_sums + update_j * kValues + update_b;
         for (int s = 0; s < slices; ++s) {  // fixed order: bitwise reproducible
 #pragma unroll
@@ -864,10 +955,13 @@ class PersistentStage final : public Stage {
       const int input_size = s.layer_input_size(layer);
       const float* input_sequence = layer == 0 ? t.x : layer_outputs_[(layer - 1) % 2].data();
       float* output_sequence = layer == s.layers - 1 ? t.y : layer_outputs_[layer % 2].data();
-      // All steps' input parts at once: W_ih · [x_0 ... x_{T-1}], (4H x I) · (I x T*B)
-      CUBLAS_CHECK(cublasSgemm(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, four_h, s.seq_len * B, input_size,
-                               &one, t.w_ih[layer], input_size, input_sequence, input_size, &zero,
-                               input_part_.data(), four_h));
+      // All steps' input parts at once: W_ih · [x_0 ... x_{T-1}], (4H x I) · (I x T*B), unless
+      // the register kernel computes them itself.
+      if (plan_.input_k_per_lane == 0) {
+        CUBLAS_CHECK(cublasSgemm(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, four_h, s.seq_len * B,
+                                 input_size, &one, t.w_ih[layer], input_size, input_sequence,
+                                 input_size, &zero, input_part_.data(), four_h));
+      }
       const int rows_per_slice = plan_.batch_groups * plan_.group_batch;
       for (int begin = 0; begin < B; begin += rows_per_slice) {
         const int end = std::min(B, begin + rows_per_slice);
@@ -880,34 +974,39 @@ class PersistentStage final : public Stage {
         CUDA_CHECK(cudaGetLastError());
         CUDA_CHECK(cudaMemsetAsync(exchange_.data() + slot, 0xFF, s.seq_len * slot * sizeof(float),
                                    stream));
-        LayerArgs args{t.w_hh[layer],
-                       input_part_.data(),
-                       t.b_ih[layer],
-                       t.b_hh[layer],
-                       t.c0 + layer * state,
-                       output_sequence,
-                       t.hy + layer * state,
-                       t.cy + layer * state,
-                       exchange_.data(),
-                       H,
-                       B,
-                       s.seq_len,
-                       begin,
-                       end,
-                       plan_.units_per_block,
-                       plan_.unit_blocks,
-                       plan_.batch_groups,
-                       plan_.group_batch,
-                       plan_.padded_batch,
-                       plan_.lanes_batch,
-                       plan_.lanes_units,
-                       plan_.phases,
-                       plan_.tile_groups_units,
-                       plan_.tile_groups_batch,
-                       plan_.k_slices,
-                       plan_.chunk_rows,
-                       plan_.chunks,
-                       trace_.size() ? trace_.data() : nullptr};
+        LayerArgs args{};
+        args.w_hh = t.w_hh[layer];
+        args.input_part = input_part_.data();
+        args.w_ih = t.w_ih[layer];
+        args.x = input_sequence;
+        args.b_ih = t.b_ih[layer];
+        args.b_hh = t.b_hh[layer];
+        args.c0 = t.c0 + layer * state;
+        args.y = output_sequence;
+        args.hy = t.hy + layer * state;
+        args.cy = t.cy + layer * state;
+        args.exchange = exchange_.data();
+        args.hidden = H;
+        args.batch = B;
+        args.seq_len = s.seq_len;
+        args.batch_begin = begin;
+        args.batch_end = end;
+        args.units_per_block = plan_.units_per_block;
+        args.unit_blocks = plan_.unit_blocks;
+        args.batch_groups = plan_.batch_groups;
+        args.group_batch = plan_.group_batch;
+        args.padded_batch = plan_.padded_batch;
+        args.lanes_batch = plan_.lanes_batch;
+        args.lanes_units = plan_.lanes_units;
+        args.phases = plan_.phases;
+        args.tile_groups_units = plan_.tile_groups_units;
+        args.tile_groups_batch = plan_.tile_groups_batch;
+        args.k_slices = plan_.k_slices;
+        args.chunk_rows = plan_.chunk_rows;
+        args.chunks = plan_.chunks;
+        args.input_size = input_size;
+        args.input_k_per_lane = plan_.input_k_per_lane;
+        args.trace = trace_.size() ? trace_.data() : nullptr;
         void* kernel_args[] = {&args};
         // The whole recurrence of the slice: one launch, all blocks resident at once (a block
         // that waits for h must never wait for a block that has not started).
