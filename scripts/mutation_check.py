@@ -5,7 +5,7 @@ Breaks the code on purpose, one mutation at a time, rebuilds, and requires the t
 named CTest label to FAIL; restores every file afterwards. "gpu" mutations are caught by the GPU
 tests and so need a CUDA GPU; "cpu" ones run anywhere.
 
-usage: scripts/mutation_check.py cpu|gpu|all [--build DIR]
+usage: scripts/mutation_check.py cpu|gpu|all [--build DIR] [--only TEXT]
 """
 import argparse
 import os
@@ -34,11 +34,24 @@ MUTATIONS = [
      "  if (index >= count) return;\n  hidden_out[index]",
      "  if (index >= count - 1) return;\n  hidden_out[index]",
      "gpu"),
-    ("gpu", "stage 07 adds only the first k slice's partial sums", "stages/07_persistent/stage.cu",
-     "for (int s = 0; s < a.k_slices; ++s) {", "for (int s = 0; s < 1; ++s) {", "gpu",
+    ("gpu", "stage 07 (shared-memory kernel) adds only the first k slice's partial sums",
+     "stages/07_persistent/stage.cu", "for (int s = 0; s < a.k_slices; ++s) {",
+     "for (int s = 0; s < 1; ++s) {", "gpu", STAGE_07_TESTS),
+    ("gpu", "stage 07 (shared-memory kernel) reads h_{t-1} without waiting for it",
+     "stages/07_persistent/stage.cu", "\n        if (!missing) break;", "\n        break;", "gpu",
      STAGE_07_TESTS),
-    ("gpu", "stage 07 reads h_{t-1} without waiting for it to be published",
-     "stages/07_persistent/stage.cu", "if (!missing) break;", "break;", "gpu", STAGE_07_TESTS),
+    ("gpu", "stage 07 (register kernel) adds only the first k slice's partial sums",
+     "stages/07_persistent/stage.cu", "for (int s = 0; s < slices; ++s) {",
+     "for (int s = 0; s < 1; ++s) {", "gpu", STAGE_07_TESTS),
+    ("gpu", "stage 07 (register kernel) reads h_{t-1} without waiting for it",
+     "stages/07_persistent/stage.cu", "\n      if (!missing) break;", "\n      break;", "gpu",
+     STAGE_07_TESTS),
+    ("gpu", "stage 07 (register kernel) skips the butterfly across lanes",
+     "stages/07_persistent/stage.cu", "    sum_over_k_lanes(acc, lane, lanes_k);", "", "gpu",
+     STAGE_07_TESTS),
+    ("gpu", "stage 07 (register kernel) never adds the input parts it computes",
+     "stages/07_persistent/stage.cu", "if (own_inputs) add_input_part(t);",
+     "if (false) add_input_part(t);", "gpu", STAGE_07_TESTS),
     ("cpu", "the reference swaps the f and g gates", "reference/lstm_reference.cpp",
      "sigmoid(gates_b[kForgetGate * H + j])", "sigmoid(gates_b[kCellGate * H + j])", "cpu"),
     ("cpu", "the .npy reader accepts any dtype", "common/npy.cpp",
@@ -57,12 +70,13 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("which", choices=["cpu", "gpu", "all"])
     parser.add_argument("--build", default=os.environ.get("BUILD_DIR", "build"))
+    parser.add_argument("--only", default="", help="run only mutations whose label contains TEXT")
     args = parser.parse_args()
     jobs = str(os.cpu_count() or 2)
     build = ["cmake", "--build", args.build, "--parallel", jobs]
     results, ok = [], True
     for kind, label, file, text, replacement, test_label, *tests in MUTATIONS:
-        if args.which not in ("all", kind):
+        if args.which not in ("all", kind) or args.only not in label:
             continue
         path = ROOT / file
         original = path.read_text()
@@ -95,7 +109,7 @@ def main():
         finally:
             path.write_text(original)
     run(build, "/tmp/mutation_build.log")  # rebuild the unmutated code
-    print(f"mutation check ({args.which}):")
+    print(f"mutation check ({args.which}{', only ' + repr(args.only) if args.only else ''}):")
     for line in results:
         print("  " + line)
     return 0 if ok and results else 1
