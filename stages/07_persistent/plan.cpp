@@ -93,6 +93,7 @@ std::string Plan::describe() const {
     out << "weights=registers J=" << units_per_block << " U=" << unit_blocks << " B=" << group_batch
         << " tile=" << tile_batch << " threads=" << threads << " lanes(j,k)=" << lanes_units << ","
         << phases << " k_slices=" << k_slices << " k_per_lane=" << k_per_lane
+        << " inputs=" << (input_k_per_lane > 0 ? "kernel" : "gemm")
         << " smem=" << shared_bytes / 1024 << "KiB";
     return out.str();
   }

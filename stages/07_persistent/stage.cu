@@ -1,7 +1,8 @@
 /*! \file stages/07_persistent/stage.cu
  *  \brief Stage 07: one persistent kernel per layer runs every time step; the recurrent
- *         weights stay in shared memory for the whole sequence, and blocks wait for exactly
- *         the values of h they read instead of meeting at a grid-wide barrier.
+ *         weights stay on chip (registers for small batches, shared memory otherwise) for the
+ *         whole sequence, and blocks wait for exactly the values of h they read instead of
+ *         meeting at a grid-wide barrier.
  *
  * lstm-stages, one optimization per stage:
  *   00_naive                  8 small GEMMs and 10 element-wise kernels per step
@@ -17,18 +18,28 @@
  * PERSIST_* algorithms):
  *   1. Per layer, ONE kernel runs all T steps. Every step of stages 03-06 launched a GEMM that
  *      read the whole recurrent matrix W_hh (4H x H, 4 MiB at H = 512) from L2 or memory; here
- *      each block loads ITS slice of W_hh into shared memory once and keeps it there.
- *   2. Each step a block reads h_{t-1} (from L2), computes its gates as a small matrix product
- *      with register tiles, applies the cell update and publishes its part of h_t.
+ *      each block loads ITS slice of W_hh once and keeps it on chip.
+ *   2. Each step a block reads h_{t-1} (from L2), computes its gates, applies the cell update and
+ *      publishes its part of h_t.
  *   3. No grid-wide barrier: h_t is published into a buffer that was filled with a sentinel
  *      (a NaN bit pattern that no arithmetic produces), so a value that is not the sentinel IS
  *      the signal that it is ready. A block waits for exactly the values it reads (Lamport-style
  *      flags in the data, as in NVIDIA's Sparse Persistent RNNs), about one L2 round trip,
  *      instead of a grid.sync() (1.1 µs on the H100).
- *   4. The input part W_ih · x_t of all steps stays one large GEMM before the kernel (cuBLAS,
- *      as since stage 01): only the recurrence is sequential.
+ *   4. Two kernels, one per regime (plan.h picks one):
+ *      - persistent_lstm_registers, for B <= 8 where it fits (H <= 1024 on the H100): each lane
+ *        holds 4 x 8 or 4 x 32 weights in REGISTERS (Persistent RNNs' own choice), lanes split
+ *        (units x k), warps split k; a warp stages its own rows of h (no block barrier for h),
+ *        a "transposing" butterfly sums the lanes, one block barrier per step. Where a lane's
+ *        share of W_ih · x_t is small (H = 512, B = 1), the kernel computes the input part
+ *        itself, W_ih in shared memory, while the first loads of h_{t-1} fly.
+ *      - persistent_lstm_kernel, for larger batches: the slice of W_hh in SHARED MEMORY, a
+ *        register-tiled split-k product, batch groups and slices.
+ *   5. Otherwise the input part W_ih · x_t of all steps stays one large GEMM before the kernel
+ *      (cuBLAS, as since stage 01): only the recurrence is sequential.
  *
- * The mapping (one layer; plan.h chooses the numbers from the shape and the device):
+ * The shared-memory kernel's mapping (one layer; plan.h chooses the numbers); the register
+ * kernel's is at its definition:
  *   - Blocks = U x G, one per SM, all resident at once (a cooperative launch guarantees it, or
  *     refuses). Block (u, g) owns hidden units u*J .. u*J+J-1 for the Bg batch rows of group g.
  *     Its 4J rows of W_hh live in shared memory as w[k][j] = float4 (i, f, g, o of unit j).
@@ -54,22 +65,23 @@
  *   - A value that is never published (a bug) makes the kernel trap after ~2 s of polling: an
  *     error, not a hang. LSTM07_TRACE=1 makes block 0 time the phases of its steps (clock64).
  *
- * Prediction, written before the run (H100, ~1.9 GHz): a step costs the publication latency
- * (a store reaching L2, then one poll: ~0.5 µs, against the barrier's 1.1 µs), staging h
- * (B*H*4 bytes per block from L2), the product (4J*H*B FMAs per SM: at most 128 per clock)
- * and ~0.3 µs of reduction and cell update. H = 512, B = 1: ~1.2 µs per step (cuDNN's
- * PERSIST_STATIC: 1.6); H = 1024, B = 4: the weight slice (128 KiB) read from shared memory
- * each step bounds the product at ~0.6 µs, ~1.6 µs per step (cuDNN's fastest: 4.5); canonical
- * config: per step-layer ~2.3 µs of FMAs at full rate, ~3.5 µs realistic plus ~0.8 of
- * latency, and 0.33 ms of input GEMM per layer: ~4 * (0.33 + 100 * 4.3 µs) ≈ 3 ms.
- * The measurement (README.md) missed the small-batch part of this by 2-3x: each phase of a
- * step is a chain of dependent instructions (0.4-0.8 us each at B = 1, LSTM07_TRACE), not the
- * few hundred cycles of arithmetic and memory the prediction counted.
+ * Prediction for the shared-memory kernel, written before its run (H100, ~1.9 GHz): a step
+ * costs the publication latency (~0.5 µs, against the barrier's 1.1 µs), staging h, the product
+ * (4J*H*B FMAs per SM: at most 128 per clock) and ~0.3 µs of reduction and cell update.
+ * H = 512, B = 1: ~1.2 µs per step; H = 1024, B = 4: ~1.6 µs; canonical config: ~3 ms. It
+ * missed the small-batch part by 2-3x (each phase of a step was a chain of dependent
+ * instructions), which is why the register kernel was added. Its prediction, written before its
+ * first run: H = 512, B = 1: ~1.0-1.2 µs per step (~0.8 µs of publication, ~460 cycles of
+ * staging, product, butterfly, barrier and update); H = 1024, B = 4: ~1.6-1.8 µs (the product's
+ * FMAs alone take 1,024 cycles per step on 128 SMs). Measured (README.md): 1.8 and 4.5 µs per
+ * step, both still ~1.5 µs of latency chain per step above the prediction.
  *
- * Limits (plan.h): the 4J x H weight slice, two chunks of h, the partial sums, the input parts
- * and c must fit in a block's shared memory (227 KiB on the H100): H up to 1320 in FP32, at any
- * batch size. Larger H is refused before launch with the reason and the largest H that fits;
- * any batch size runs (in slices).
+ * Limits (plan.h): the shared-memory kernel needs the 4J x H weight slice, two chunks of h, the
+ * partial sums, the input parts and c in a block's shared memory (227 KiB on the H100): H up to
+ * 1320 in FP32, at any batch size. Larger H is refused before launch with the reason and the
+ * largest H that fits; any batch size runs (in slices). The register kernel needs at most 8 warps
+ * of 255 registers (H <= 1024 at B <= 8 on the H100); where it does not fit, the shared-memory
+ * kernel runs.
  *
  * Measured: see README.md (generated from results/h100-sxm/).
  */
@@ -548,8 +560,13 @@ __device__ __forceinline__ void sum_over_k_lanes(float (&acc)[kCount], int lane,
 ///   4. one block barrier; then one thread per (unit, batch row) adds the k slices' sums in a
 ///      fixed order, the input part and the biases, updates c (a register for the whole
 ///      sequence) and publishes h_t.
-/// One block barrier per step. Dynamic shared memory: h [k_slices * lanes_k * kKPerLane]
-/// [kBatchTile] | sums [2][k_slices][lanes_units][4 * kBatchTile] | input parts
+/// The input part: either copied from cuBLAS's result (input_part, cp.async) or, where the plan
+/// says so (input_k_per_lane > 0), computed by the kernel itself into the same sums as the
+/// product (W_ih's slice in shared memory as float4 of the four gates, x_t copied one step ahead
+/// with cp.async), while the first loads of h_{t-1} fly (see stage_published's `meanwhile`).
+/// One block barrier per step. Dynamic shared memory: W_ih [k_slices][input_k_per_lane][32]
+/// float4 | x [2][k_slices][lanes_k * input_k_per_lane][kBatchTile] | h [k_slices * lanes_k *
+/// kKPerLane][kBatchTile] | sums [2][k_slices][lanes_units][4 * kBatchTile] | input parts
 /// [J * kBatchTile][4] | biases [J][4].
 template <int kKPerLane, int kBatchTile>
 __global__ void __launch_bounds__(kMaxRegisterThreads, 1)
