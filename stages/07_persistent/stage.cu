@@ -161,6 +161,40 @@ __device__ __forceinline__ bool unpublished(float4 v) {
          __float_as_uint(v.z) == kUnpublished || __float_as_uint(v.w) == kUnpublished;
 }
 
+/// A 4-byte relaxed load, for slots whose length is not a whole number of float4.
+__device__ __forceinline__ float load_relaxed(const float* address) {
+  float v;
+  asm volatile("ld.relaxed.gpu.global.f32 %0, [%1];" : "=f"(v) : "l"(address));
+  return v;
+}
+
+__device__ __forceinline__ bool unpublished(float v) {
+  return __float_as_uint(v) == kUnpublished;
+}
+
+/// Waits until none of staged[r] = source[base + r * stride] (r < kInFlight, index < count)
+/// holds the sentinel any more: re-reads all the missing ones at once, so a retry costs one L2
+/// round trip, not one per value. A value never published is a bug: the kernel traps after
+/// kMaxPolls retries instead of hanging.
+template <int kInFlight, typename Value>
+__device__ __forceinline__ void wait_published(Value (&staged)[kInFlight], const Value* source,
+                                               int count, int base, int stride) {
+  for (int polls = 0;; ++polls) {
+    bool missing = false;
+#pragma unroll
+    for (int r = 0; r < kInFlight; ++r)
+      missing |= base + r * stride < count && unpublished(staged[r]);
+    if (!missing) return;
+    if (polls == kMaxPolls) __trap();
+    if (polls >= kSpinPolls) __nanosleep(kPollSleepNs);
+#pragma unroll
+    for (int r = 0; r < kInFlight; ++r) {
+      const int idx = base + r * stride;
+      if (idx < count && unpublished(staged[r])) staged[r] = load_relaxed(source + idx);
+    }
+  }
+}
+
 __device__ __forceinline__ float sigmoid(float z) {
   // 1 / x by the hardware reciprocal (1 ulp), with no slow path: 1 + e^-z is never tiny, and
   // where it is huge the result 0 is sigmoid's limit. The branch-free form lets the compiler
@@ -335,22 +369,7 @@ __global__ void __launch_bounds__(max_threads_for_tile(kTileBatch), 1)
       const int k0 = chunk * a.chunk_rows, n4 = (last ? last_rows : a.chunk_rows) * Bp4;
       const float4* source = h_prev + static_cast<std::size_t>(k0) * Bp4;
       float4* buffer = h_s + (chunk & 1) * a.chunk_rows * Bp4;
-      // Wait until every value this thread carries is published; re-read all missing ones at
-      // once, so a retry costs one L2 round trip, not one per value.
-      for (int polls = 0;; ++polls) {
-        bool missing = false;
-#pragma unroll
-        for (int r = 0; r < kStageRegisters; ++r)
-          missing |= tid + r * threads < n4 && unpublished(staged[r]);
-        if (!missing) break;
-        if (polls == kMaxPolls) __trap();  // a value never published is a bug: fail, not hang
-        if (polls >= kSpinPolls) __nanosleep(kPollSleepNs);
-#pragma unroll
-        for (int r = 0; r < kStageRegisters; ++r) {
-          const int idx = tid + r * threads;
-          if (idx < n4 && unpublished(staged[r])) staged[r] = load_relaxed(source + idx);
-        }
-      }
+      wait_published(staged, source, n4, tid, threads);  // every value this thread carries
 #pragma unroll
       for (int r = 0; r < kStageRegisters; ++r) {
         const int idx = tid + r * threads;
@@ -460,17 +479,6 @@ __global__ void __launch_bounds__(max_threads_for_tile(kTileBatch), 1)
   }
 }
 
-/// A 4-byte relaxed load, for slots whose length is not a whole number of float4.
-__device__ __forceinline__ float load_relaxed(const float* address) {
-  float v;
-  asm volatile("ld.relaxed.gpu.global.f32 %0, [%1];" : "=f"(v) : "l"(address));
-  return v;
-}
-
-__device__ __forceinline__ bool unpublished(float v) {
-  return __float_as_uint(v) == kUnpublished;
-}
-
 /// Copies `count` published values (float or float4) of h_{t-1} from `source` (L2) to
 /// `target` (shared memory), waiting for each one; this thread takes indices first,
 /// first + stride, ... A thread has kInFlight loads in flight at once and re-reads only the ones
@@ -488,20 +496,7 @@ __device__ __forceinline__ void stage_published(const Value* source, Value* targ
     }
     if (first_round) meanwhile();  // work that hides the loads' round trip
     first_round = false;
-    for (int polls = 0;; ++polls) {
-      bool missing = false;
-#pragma unroll
-      for (int r = 0; r < kInFlight; ++r)
-        missing |= base + r * stride < count && unpublished(staged[r]);
-      if (!missing) break;
-      if (polls == kMaxPolls) __trap();  // a value never published is a bug: fail, not hang
-      if (polls >= kSpinPolls) __nanosleep(kPollSleepNs);
-#pragma unroll
-      for (int r = 0; r < kInFlight; ++r) {
-        const int idx = base + r * stride;
-        if (idx < count && unpublished(staged[r])) staged[r] = load_relaxed(source + idx);
-      }
-    }
+    wait_published(staged, source, count, base, stride);
 #pragma unroll
     for (int r = 0; r < kInFlight; ++r) {
       const int idx = base + r * stride;
