@@ -46,25 +46,16 @@ struct Config {
   ProblemSize size;
 };
 
-ProblemSize make_size(int hidden, int batch, int seq_len, int layers) {
-  ProblemSize s;
-  s.hidden = s.input_size = hidden;
-  s.batch = batch;
-  s.seq_len = seq_len;
-  s.layers = layers;
-  return s;
-}
-
 /// DESIGN.md's standard configurations.
 std::vector<Config> standard_configs() {
-  std::vector<Config> configs = {{"canonical", make_size(512, 64, 100, 4)}};
+  std::vector<Config> configs = {{"canonical", ProblemSize{512, 512, 64, 100, 4}}};
   for (int hidden : {512, 1024}) {
     for (int batch : {1, 2, 4, 8, 16, 32, 64, 128, 256}) {
-      configs.push_back({"batch_sweep", make_size(hidden, batch, 100, 1)});
+      configs.push_back({"batch_sweep", ProblemSize{hidden, hidden, batch, 100, 1}});
     }
   }
   for (int hidden : {256, 512, 1024, 2048}) {
-    configs.push_back({"hidden_sweep", make_size(hidden, 64, 100, 4)});
+    configs.push_back({"hidden_sweep", ProblemSize{hidden, hidden, 64, 100, 4}});
   }
   return configs;
 }

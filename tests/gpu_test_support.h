@@ -20,27 +20,17 @@ struct Shape {
   ProblemSize size;
 };
 
-inline ProblemSize make_size(int hidden, int input_size, int batch, int seq_len, int layers) {
-  ProblemSize s;
-  s.hidden = hidden;
-  s.input_size = input_size;
-  s.batch = batch;
-  s.seq_len = seq_len;
-  s.layers = layers;
-  return s;
-}
-
 /// Odd shapes: I != H with L = 3, B = 1, T = 1, H not a multiple of 32 (and H = 1), I > H, and
 /// T not a multiple of the stages' 10-step chunks.
 inline const std::vector<Shape>& odd_shapes() {
   static const std::vector<Shape> list = {
-      {"I_ne_H_L3", make_size(37, 19, 3, 7, 3)},
-      {"B1", make_size(64, 64, 1, 9, 2)},
-      {"T1", make_size(50, 30, 5, 1, 1)},
-      {"H1", make_size(1, 3, 2, 4, 2)},
-      {"I_gt_H", make_size(45, 100, 6, 5, 2)},
-      {"medium", make_size(256, 128, 16, 20, 2)},
-      {"T23_short_last_chunk", make_size(48, 20, 2, 23, 3)},
+      {"I_ne_H_L3", ProblemSize{37, 19, 3, 7, 3}},
+      {"B1", ProblemSize{64, 64, 1, 9, 2}},
+      {"T1", ProblemSize{50, 30, 5, 1, 1}},
+      {"H1", ProblemSize{1, 3, 2, 4, 2}},
+      {"I_gt_H", ProblemSize{45, 100, 6, 5, 2}},
+      {"medium", ProblemSize{256, 128, 16, 20, 2}},
+      {"T23_short_last_chunk", ProblemSize{48, 20, 2, 23, 3}},
   };
   return list;
 }

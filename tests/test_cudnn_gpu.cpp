@@ -21,7 +21,6 @@ namespace {
 
 namespace cudnn = baseline_cudnn;
 
-using testing::make_size;
 using testing::Shape;
 
 // The stages' odd shapes, and one multiple-of-128 shape that the persistent algorithms are most
@@ -29,7 +28,7 @@ using testing::Shape;
 const std::vector<Shape>& shapes() {
   static const std::vector<Shape> list = [] {
     std::vector<Shape> all = testing::odd_shapes();
-    all.push_back({"H256_B8_L1", make_size(256, 256, 8, 16, 1)});
+    all.push_back({"H256_B8_L1", ProblemSize{256, 256, 8, 16, 1}});
     return all;
   }();
   return list;
@@ -166,7 +165,7 @@ std::size_t count_nonfinite(const std::vector<float>& values) {
 TEST(CudnnStandard, SupportsTheCanonicalConfig) {
   SKIP_WITHOUT_GPU();
   const ProblemSize size;  // the defaults are the canonical config: H=512 B=64 T=100 L=4, I=H
-  ASSERT_EQ(size.describe(), make_size(512, 512, 64, 100, 4).describe());
+  ASSERT_EQ(size.describe(), (ProblemSize{512, 512, 64, 100, 4}).describe());
   const LstmParams params = generate_params(size, 1);
   std::unique_ptr<Stage> stage = cudnn::make(cudnn::Algo::kStandard);
   DeviceProblem problem(params);

@@ -44,29 +44,28 @@ PlanRequest registers(InputParts input = InputParts::kKernel) {
 }
 
 const std::vector<PinnedCase>& cases() {
-  using testing::make_size;
   static const std::vector<PinnedCase> list = {
-      {"tile4_chunks", make_size(300, 50, 64, 6, 2), pin(4, 64, 1, 0)},
-      {"tile8_chunks", make_size(300, 50, 64, 6, 2), pin(8, 64, 1, 0)},
-      {"groups2_slices", make_size(130, 20, 10, 5, 2), pin(4, 128, 2, 3)},
-      {"groups3_tile8_odd_h", make_size(257, 31, 7, 4, 1), pin(8, 256, 3, 0)},
-      {"one_row_per_block", make_size(66, 66, 5, 3, 2), pin(4, 96, 1, 1)},
-      {"threads512_B1", make_size(64, 64, 1, 3, 3), pin(4, 512, 1, 0)},
-      {"tile16_groups2", make_size(200, 40, 70, 5, 2), pin(16, 128, 2, 0)},
-      {"tile16_chunks_slices", make_size(520, 30, 40, 4, 1), pin(16, 64, 1, 20)},
-      {"auto_large_batch", make_size(96, 40, 300, 3, 1), pin(0, 0, 0, 0)},
-      {"registers_k8_b1", make_size(200, 50, 1, 6, 2), registers(), 8, 1},
-      {"registers_k8_b2_scalar_staging", make_size(37, 50, 2, 5, 2), registers(), 8, 2},
-      {"registers_k8_b1_scalar_two_warps", make_size(201, 20, 1, 5, 2), registers(), 8, 1},
-      {"registers_k8_b3_padded_units", make_size(300, 40, 3, 5, 1), registers(), 8, 4},
-      {"registers_k8_b5_three_layers", make_size(130, 20, 5, 5, 3), registers(), 8, 8},
-      {"registers_k32_b1", make_size(1024, 1024, 1, 3, 1), registers(), 32, 1},
-      {"registers_k8_b3_input_gemm", make_size(300, 40, 3, 5, 2), registers(InputParts::kGemm), 8,
+      {"tile4_chunks", ProblemSize{300, 50, 64, 6, 2}, pin(4, 64, 1, 0)},
+      {"tile8_chunks", ProblemSize{300, 50, 64, 6, 2}, pin(8, 64, 1, 0)},
+      {"groups2_slices", ProblemSize{130, 20, 10, 5, 2}, pin(4, 128, 2, 3)},
+      {"groups3_tile8_odd_h", ProblemSize{257, 31, 7, 4, 1}, pin(8, 256, 3, 0)},
+      {"one_row_per_block", ProblemSize{66, 66, 5, 3, 2}, pin(4, 96, 1, 1)},
+      {"threads512_B1", ProblemSize{64, 64, 1, 3, 3}, pin(4, 512, 1, 0)},
+      {"tile16_groups2", ProblemSize{200, 40, 70, 5, 2}, pin(16, 128, 2, 0)},
+      {"tile16_chunks_slices", ProblemSize{520, 30, 40, 4, 1}, pin(16, 64, 1, 20)},
+      {"auto_large_batch", ProblemSize{96, 40, 300, 3, 1}, pin(0, 0, 0, 0)},
+      {"registers_k8_b1", ProblemSize{200, 50, 1, 6, 2}, registers(), 8, 1},
+      {"registers_k8_b2_scalar_staging", ProblemSize{37, 50, 2, 5, 2}, registers(), 8, 2},
+      {"registers_k8_b1_scalar_two_warps", ProblemSize{201, 20, 1, 5, 2}, registers(), 8, 1},
+      {"registers_k8_b3_padded_units", ProblemSize{300, 40, 3, 5, 1}, registers(), 8, 4},
+      {"registers_k8_b5_three_layers", ProblemSize{130, 20, 5, 5, 3}, registers(), 8, 8},
+      {"registers_k32_b1", ProblemSize{1024, 1024, 1, 3, 1}, registers(), 32, 1},
+      {"registers_k8_b3_input_gemm", ProblemSize{300, 40, 3, 5, 2}, registers(InputParts::kGemm), 8,
        4},
-      {"registers_k32_b2_input_gemm", make_size(700, 33, 2, 4, 2), registers(InputParts::kGemm), 32,
-       2},
-      {"registers_k32_b4", make_size(700, 33, 4, 4, 2), registers(), 32, 4},
-      {"registers_k32_b7_partial_block", make_size(900, 64, 7, 3, 1), registers(), 32, 8},
+      {"registers_k32_b2_input_gemm", ProblemSize{700, 33, 2, 4, 2}, registers(InputParts::kGemm),
+       32, 2},
+      {"registers_k32_b4", ProblemSize{700, 33, 4, 4, 2}, registers(), 32, 4},
+      {"registers_k32_b7_partial_block", ProblemSize{900, 64, 7, 3, 1}, registers(), 32, 8},
   };
   return list;
 }
@@ -105,7 +104,7 @@ TEST(Stage07Limits, TooLargeHiddenIsRefusedBeforeLaunchSayingWhatFits) {
   cudaDeviceProp prop{};
   CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
   const std::string why =
-      make_with_plan({})->unsupported_reason(testing::make_size(4000, 4000, 64, 10, 1), prop);
+      make_with_plan({})->unsupported_reason(ProblemSize{4000, 4000, 64, 10, 1}, prop);
   EXPECT_NE(why.find("do not fit on chip"), std::string::npos) << why;
   EXPECT_NE(why.find("largest H that fits"), std::string::npos) << why;
 }

@@ -20,12 +20,7 @@ DeviceLimits h100() {
 }
 
 ProblemSize size_of(int hidden, int batch, int seq_len = 100, int layers = 1) {
-  ProblemSize s;
-  s.hidden = s.input_size = hidden;
-  s.batch = batch;
-  s.seq_len = seq_len;
-  s.layers = layers;
-  return s;
+  return ProblemSize{hidden, hidden, batch, seq_len, layers};  // I = H
 }
 
 /// What the kernel assumes of every plan it is given.
