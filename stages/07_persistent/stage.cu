@@ -202,6 +202,23 @@ __device__ __forceinline__ float sigmoid(float z) {
   return __fdividef(1.0f, 1.0f + expf(-z));
 }
 
+/// The cell update of one (unit, batch row) at step t, from its four gate pre-activations:
+/// updates c, publishes h_t (the signal to every other block), writes it to y and, at the last
+/// step, to hy and cy. `out` = batch row * H + unit.
+__device__ __forceinline__ void update_cell(const float (&gate)[kGates], float& c, float* published,
+                                            const LayerArgs& a, int t, std::size_t out) {
+  const float i_gate = sigmoid(gate[0]), f_gate = sigmoid(gate[1]);
+  const float g_gate = tanhf(gate[kGateG]), o_gate = sigmoid(gate[3]);
+  c = f_gate * c + i_gate * g_gate;
+  const float h = o_gate * tanhf(c);
+  store_relaxed(published, h);
+  a.y[static_cast<std::size_t>(t) * a.batch * a.hidden + out] = h;
+  if (t == a.seq_len - 1) {
+    a.hy[out] = h;
+    a.cy[out] = c;
+  }
+}
+
 /// Copies 4 bytes from global to shared memory asynchronously (cp.async: completes at the next
 /// cp.async.wait_group; no register holds the value meanwhile).
 __device__ __forceinline__ void copy_async_4(float* shared_target, const float* source) {
@@ -452,18 +469,8 @@ __global__ void __launch_bounds__(max_threads_for_tile(kTileBatch), 1)
             for (int q = 0; q < kGates; ++q)
               gate[q] += sums[(s * J * kGates + q) * Bp];
           }
-          const float i_gate = sigmoid(gate[0]), f_gate = sigmoid(gate[1]);
-          const float g_gate = tanhf(gate[kGateG]), o_gate = sigmoid(gate[3]);
-          float& c = cell_s[pj * Bp + pb];
-          c = f_gate * c + i_gate * g_gate;
-          const float h = o_gate * tanhf(c);
-          store_relaxed(published, h);
-          const std::size_t out = static_cast<std::size_t>(first_row + pb) * H + unit;
-          a.y[static_cast<std::size_t>(t) * a.batch * H + out] = h;
-          if (t == a.seq_len - 1) {
-            a.hy[out] = h;
-            a.cy[out] = c;
-          }
+          update_cell(gate, cell_s[pj * Bp + pb], published, a, t,
+                      static_cast<std::size_t>(first_row + pb) * H + unit);
         }
       }
       pj += pair_step_units;
@@ -814,17 +821,8 @@ __global__ void __launch_bounds__(kMaxRegisterThreads, 1)
           for (int q = 0; q < kGates; ++q)
             gate[q] += sums[s * lanes_units * kValues + q * kBatchTile];
         }
-        const float i_gate = sigmoid(gate[0]), f_gate = sigmoid(gate[1]);
-        const float g_gate = tanhf(gate[kGateG]), o_gate = sigmoid(gate[3]);
-        c = f_gate * c + i_gate * g_gate;
-        const float h = o_gate * tanhf(c);
-        store_relaxed(published, h);
-        const std::size_t out = static_cast<std::size_t>(update_row) * H + update_unit;
-        a.y[static_cast<std::size_t>(t) * a.batch * H + out] = h;
-        if (t == a.seq_len - 1) {
-          a.hy[out] = h;
-          a.cy[out] = c;
-        }
+        update_cell(gate, c, published, a, t,
+                    static_cast<std::size_t>(update_row) * H + update_unit);
       }
     }
     trace_phase(3);
