@@ -78,10 +78,7 @@ TEST_P(Stage07Pinned, MatchesTheCpuReferenceAndRepeats) {
   if (c.k_per_lane) {
     cudaDeviceProp prop{};
     CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
-    DeviceLimits limits;
-    limits.sm_count = prop.multiProcessorCount;
-    limits.shared_bytes = prop.sharedMemPerBlockOptin;
-    const Plan plan = make_plan(c.size, limits, c.request);
+    const Plan plan = make_plan(c.size, device_limits(prop), c.request);
     ASSERT_TRUE(plan.fits && plan.weights_in_registers) << plan.describe() << " " << plan.why;
     EXPECT_EQ(plan.k_per_lane, c.k_per_lane) << plan.describe();
     EXPECT_EQ(plan.tile_batch, c.tile_batch) << plan.describe();

@@ -202,6 +202,40 @@ __device__ __forceinline__ float sigmoid(float z) {
   return __fdividef(1.0f, 1.0f + expf(-z));
 }
 
+/// Where block 0's thread 0 spends its steps (LSTM07_TRACE=1): clock64() marks charged to the
+/// phases of a step; the sums live in shared memory (the register kernel's weights need every
+/// register). A no-op everywhere else.
+struct PhaseTrace {
+  long long* spent;  // [kTraceSlots - 1] cycles per phase, shared memory
+  bool on;
+  long long mark = 0, loop_start = 0;
+
+  __device__ PhaseTrace(const LayerArgs& a, long long* spent_s)
+      : spent(spent_s), on(a.trace != nullptr && blockIdx.x == 0 && threadIdx.x == 0) {
+    if (!on) return;
+    for (int i = 0; i < kTraceSlots - 1; ++i)
+      spent[i] = 0;
+    loop_start = clock64();
+  }
+  __device__ void start_step() {
+    if (on) mark = clock64();
+  }
+  /// Charges the cycles since the last mark to phase `index`.
+  __device__ void phase(int index) {
+    if (!on) return;
+    const long long now = clock64();
+    spent[index] += now - mark;
+    mark = now;
+  }
+  /// Writes the phases' cycles and the whole loop's to `out` (kTraceSlots values).
+  __device__ void finish(long long* out) const {
+    if (!on) return;
+    for (int i = 0; i < kTraceSlots - 1; ++i)
+      out[i] = spent[i];
+    out[kTraceSlots - 1] = clock64() - loop_start;
+  }
+};
+
 /// The cell update of one (unit, batch row) at step t, from its four gate pre-activations:
 /// updates c, publishes h_t (the signal to every other block), writes it to y and, at the last
 /// step, to hy and cy. `out` = batch row * H + unit.
@@ -334,18 +368,11 @@ __global__ void __launch_bounds__(max_threads_for_tile(kTileBatch), 1)
   const int first_pj = tid / Bp, first_pb = tid % Bp;
   const int pair_step_units = threads / Bp, pair_step_rows = threads % Bp;
 
-  const bool tracing = a.trace != nullptr && blockIdx.x == 0 && tid == 0;
-  long long spent[kTraceSlots - 1] = {}, mark = 0, loop_start = tracing ? clock64() : 0;
-  auto trace_phase = [&](int phase_index) {  // charges the cycles since the last mark
-    if (tracing) {
-      const long long now = clock64();
-      spent[phase_index] += now - mark;
-      mark = now;
-    }
-  };
+  __shared__ long long trace_spent[kTraceSlots - 1];
+  PhaseTrace trace(a, trace_spent);
 
   for (int t = 0; t < a.seq_len; ++t) {
-    if (tracing) mark = clock64();
+    trace.start_step();
     const float4* h_prev = reinterpret_cast<const float4*>(
         a.exchange + (static_cast<std::size_t>(t) * a.batch_groups + group) * slot_floats);
     float* h_next =
@@ -393,7 +420,7 @@ __global__ void __launch_bounds__(max_threads_for_tile(kTileBatch), 1)
         if (idx < n4) buffer[idx] = staged[r];
       }
       __syncthreads();  // the chunk is complete in shared memory
-      if (chunk == 0) trace_phase(0);
+      if (chunk == 0) trace.phase(0);
       if (!last) issue_loads(chunk + 1);  // in flight during this chunk's math
       if (computes) {
         const int first = last ? last_first : full_first, count = last ? last_count : full_count;
@@ -420,7 +447,7 @@ __global__ void __launch_bounds__(max_threads_for_tile(kTileBatch), 1)
         }
       }
     }
-    trace_phase(1);
+    trace.phase(1);
 
     // Sum the k phases of a warp (lanes lanes_batch * lanes_units apart), then leave one
     // partial tile per k slice in shared memory.
@@ -447,7 +474,7 @@ __global__ void __launch_bounds__(max_threads_for_tile(kTileBatch), 1)
       }
     }
     __syncthreads();
-    trace_phase(2);
+    trace.phase(2);
 
     // The cell update of this thread's (unit, batch row) pairs; publishing h_t is the signal.
     asm volatile("cp.async.wait_group 0;\n" ::: "memory");  // this thread's input parts
@@ -477,13 +504,9 @@ __global__ void __launch_bounds__(max_threads_for_tile(kTileBatch), 1)
       pb += pair_step_rows;
       if (pb >= Bp) pb -= Bp, ++pj;
     }
-    trace_phase(3);
+    trace.phase(3);
   }
-  if (tracing) {
-    for (int i = 0; i < kTraceSlots - 1; ++i)
-      a.trace[i] = spent[i];
-    a.trace[kTraceSlots - 1] = clock64() - loop_start;
-  }
+  trace.finish(a.trace);
 }
 
 /// Copies `count` published values (float or float4) of h_{t-1} from `source` (L2) to
@@ -705,24 +728,11 @@ __global__ void __launch_bounds__(kMaxRegisterThreads, 1)
   const bool writes_sums = (lane_k & ((1 << (stages - halvings)) - 1)) == 0;
   __syncthreads();  // biases and the zero rows of h
 
-  const bool tracing = a.trace != nullptr && blockIdx.x == 0 && tid == 0;
-  __shared__ long long spent[kTraceSlots - 1];  // not registers: the weights need them all
-  long long mark = 0, loop_start = 0;
-  if (tracing) {
-    for (int i = 0; i < kTraceSlots - 1; ++i)
-      spent[i] = 0;
-    loop_start = clock64();
-  }
-  auto trace_phase = [&](int phase_index) {
-    if (tracing) {
-      const long long now = clock64();
-      spent[phase_index] += now - mark;
-      mark = now;
-    }
-  };
+  __shared__ long long trace_spent[kTraceSlots - 1];
+  PhaseTrace trace(a, trace_spent);
 
   for (int t = 0; t < a.seq_len; ++t) {
-    if (tracing) mark = clock64();
+    trace.start_step();
     const float* h_prev = a.exchange + static_cast<std::size_t>(t) * slot_floats;
     float* h_next = a.exchange + static_cast<std::size_t>(t + 1) * slot_floats;
 #pragma unroll
@@ -755,7 +765,7 @@ __global__ void __launch_bounds__(kMaxRegisterThreads, 1)
       stage_published<kStagedLoads>(source, h_warp, warp_count, lane, kWarpSize, input_part);
     }
     __syncwarp();  // the warp's rows are complete in shared memory
-    trace_phase(0);
+    trace.phase(0);
 
 #pragma unroll
     for (int i = 0; i < kKPerLane; ++i) {
@@ -782,7 +792,7 @@ __global__ void __launch_bounds__(kMaxRegisterThreads, 1)
       // Keeps the compiler from hoisting every h load to the top: registers hold weights.
       if (i % kLoadGroup == kLoadGroup - 1) asm volatile("" ::: "memory");
     }
-    trace_phase(1);
+    trace.phase(1);
 
     // Two buffers of sums, by step parity: a warp that runs ahead (its rows of h_t came from
     // other blocks) writes step t + 1's sums while this block's updates still read step t's.
@@ -797,7 +807,7 @@ __global__ void __launch_bounds__(kMaxRegisterThreads, 1)
       }
     }
     __syncthreads();  // every slice's sums are in shared memory
-    trace_phase(2);
+    trace.phase(2);
 
     if (updates) {
       float* published = h_next + static_cast<std::size_t>(update_unit) * kBatchTile + update_b;
@@ -825,13 +835,9 @@ __global__ void __launch_bounds__(kMaxRegisterThreads, 1)
                     static_cast<std::size_t>(update_row) * H + update_unit);
       }
     }
-    trace_phase(3);
+    trace.phase(3);
   }
-  if (tracing) {
-    for (int i = 0; i < kTraceSlots - 1; ++i)
-      a.trace[i] = spent[i];
-    a.trace[kTraceSlots - 1] = clock64() - loop_start;
-  }
+  trace.finish(a.trace);
 }
 
 template <int kKPerLane>
@@ -870,14 +876,6 @@ bool environment_flag(const char* name) {
   return value != nullptr && *value != '\0' && std::string(value) != "0";
 }
 
-DeviceLimits limits_of(const cudaDeviceProp& device) {
-  DeviceLimits limits;
-  limits.sm_count = device.multiProcessorCount;
-  limits.shared_bytes = device.sharedMemPerBlockOptin;
-  limits.name = device.name;
-  return limits;
-}
-
 class PersistentStage final : public Stage {
  public:
   explicit PersistentStage(PlanRequest request) : request_(request) {}
@@ -888,7 +886,7 @@ class PersistentStage final : public Stage {
 
   std::string unsupported_reason(const ProblemSize& s,
                                  const cudaDeviceProp& device) const override {
-    const DeviceLimits limits = limits_of(device);
+    const DeviceLimits limits = device_limits(device);
     const Plan plan = make_plan(s, limits, request_);
     std::ostringstream why;
     if (!plan.fits) {
@@ -924,7 +922,7 @@ class PersistentStage final : public Stage {
     cudaDeviceProp prop{};
     if (cudaGetDevice(&device) == cudaSuccess &&
         cudaGetDeviceProperties(&prop, device) == cudaSuccess) {
-      const Plan plan = make_plan(s, limits_of(prop), request_);
+      const Plan plan = make_plan(s, device_limits(prop), request_);
       if (plan.fits) exchange = exchange_floats(s, plan);
     }
     cudaGetLastError();
@@ -938,7 +936,7 @@ class PersistentStage final : public Stage {
     CUDA_CHECK(cudaGetDevice(&device));
     cudaDeviceProp prop{};
     CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
-    plan_ = make_plan(s, limits_of(prop), request_);
+    plan_ = make_plan(s, device_limits(prop), request_);
     if (!plan_.fits) throw UnsupportedError(plan_.why);
     if (environment_flag("LSTM07_VERBOSE"))
       std::cerr << "07_persistent plan: " << plan_.describe() << "\n";
@@ -1060,6 +1058,16 @@ class PersistentStage final : public Stage {
 };
 
 }  // namespace
+
+DeviceLimits device_limits(const cudaDeviceProp& device) {
+  DeviceLimits limits;
+  limits.sm_count = device.multiProcessorCount;
+  // What a plan may ask for dynamically: the opt-in limit covers static shared memory too, and
+  // both kernels declare PhaseTrace's sums statically.
+  limits.shared_bytes = device.sharedMemPerBlockOptin - kTraceSlots * sizeof(long long);
+  limits.name = device.name;
+  return limits;
+}
 
 std::unique_ptr<Stage> make_with_plan(const PlanRequest& request) {
   return std::make_unique<PersistentStage>(request);
