@@ -203,8 +203,8 @@ Plan make_register_plan(const ProblemSize& s, const DeviceLimits& device, int k_
 }
 
 Plan make_plan(const ProblemSize& s, const DeviceLimits& device, const PlanRequest& request) {
-  const bool shared_pinned = request.tile_batch || request.threads || request.batch_groups ||
-                             request.group_batch || request.weights == WeightHome::kSharedMemory;
+  const bool shared_pinned =
+      request.pins_shared_plan() || request.weights == WeightHome::kSharedMemory;
   if (!shared_pinned) {
     Plan registers = make_register_plan(s, device, request.k_per_lane, request.input);
     if (registers.fits || request.weights == WeightHome::kRegisters) return registers;
@@ -320,8 +320,7 @@ PlanRequest plan_request_from_environment() {
                                   "\": expected \"gemm\" or \"kernel\"");
     request.input = where == "gemm" ? InputParts::kGemm : InputParts::kKernel;
   }
-  if (request.weights == WeightHome::kRegisters &&
-      (request.tile_batch || request.threads || request.batch_groups || request.group_batch))
+  if (request.weights == WeightHome::kRegisters && request.pins_shared_plan())
     throw std::invalid_argument(
         "LSTM07_PLAN pins the shared-memory kernel; it cannot go with LSTM07_WEIGHTS=registers");
   return request;

@@ -72,6 +72,9 @@ struct PlanRequest {
   WeightHome weights = WeightHome::kAuto;  ///< which kernel (pinning tile..rows means shared)
   int k_per_lane = 0;  ///< register kernel: weights per lane and gate, one of kRegisterKPerLane
   InputParts input = InputParts::kAuto;  ///< register kernel: who computes W_ih · x_t
+
+  /// Whether a choice only the shared-memory kernel has is pinned (tile, threads, groups, rows).
+  bool pins_shared_plan() const { return tile_batch || threads || batch_groups || group_batch; }
 };
 
 /// One layer's launch plan. Block (u, g) owns hidden units u*J .. u*J+J-1 for the batch rows of
