@@ -73,7 +73,7 @@
  * instructions), which is why the register kernel was added. Its prediction, written before its
  * first run: H = 512, B = 1: ~1.0-1.2 µs per step (~0.8 µs of publication, ~460 cycles of
  * staging, product, butterfly, barrier and update); H = 1024, B = 4: ~1.6-1.8 µs (the product's
- * FMAs alone take 1,024 cycles per step on 128 SMs). Measured (README.md): 1.8 and 4.5 µs per
+ * FMAs alone take 1,024 cycles per step on 128 SMs). Measured (README.md): 1.8 and 4.4 µs per
  * step, both still ~1.5 µs of latency chain per step above the prediction.
  *
  * Limits (plan.h): the shared-memory kernel needs the 4J x H weight slice, two chunks of h, the
