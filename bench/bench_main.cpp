@@ -19,14 +19,14 @@
 #include <string>
 #include <vector>
 
-#include "cuda_utils.h"
-#include "device_problem.h"
-#include "environment.h"
+#include "harness/cuda_utils.h"
+#include "harness/checked_run.h"
+#include "harness/device_environment.h"
 #include "fp32_peak.h"
 #include "grid_barrier.h"
-#include "report.h"
-#include "stage_registry.h"
-#include "timing.h"
+#include "core/run_record.h"
+#include "harness/stage_registry.h"
+#include "harness/event_timing.h"
 #ifdef LSTM_BENCH_HAVE_CUDNN
 #include "cudnn_lstm.h"
 #endif

@@ -4,7 +4,7 @@
 
 #include <algorithm>
 
-#include "cuda_utils.h"
+#include "harness/cuda_utils.h"
 
 namespace lstm::bench {
 namespace {

@@ -9,7 +9,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "cuda_utils.h"
+#include "harness/cuda_utils.h"
 
 namespace lstm::bench {
 namespace {

@@ -6,7 +6,7 @@
 
 #include <vector>
 
-#include "params.h"
+#include "core/lstm_data.h"
 
 namespace lstm {
 

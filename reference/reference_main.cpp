@@ -11,9 +11,9 @@
 #include <filesystem>
 #include <iostream>
 
-#include "config.h"
+#include "core/command_line.h"
 #include "lstm_reference.h"
-#include "npy.h"
+#include "core/npy.h"
 
 namespace {
 

@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
-#include "cuda_utils.h"
-#include "device_problem.h"
-#include "problem.h"
+#include "harness/cuda_utils.h"
+#include "harness/checked_run.h"
+#include "core/problem_size.h"
 
 namespace lstm::testing {
 

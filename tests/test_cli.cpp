@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "config.h"
+#include "core/command_line.h"
 
 namespace lstm {
 namespace {

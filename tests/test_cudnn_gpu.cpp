@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "cudnn_lstm.h"
-#include "device_problem.h"
+#include "harness/checked_run.h"
 #include "gpu_test_support.h"
 
 namespace lstm {

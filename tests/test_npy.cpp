@@ -2,7 +2,7 @@
  *  \brief Tests of the strict float32 .npy reader and writer: round trips, hand-built files in
  *         every accepted version, and malformed files that must be refused with a specific reason.
  */
-#include "npy.h"
+#include "core/npy.h"
 
 #include <gtest/gtest.h>
 

@@ -6,8 +6,8 @@
 #include <random>
 #include <string>
 
-#include "npy.h"
-#include "params.h"
+#include "core/npy.h"
+#include "core/lstm_data.h"
 
 namespace lstm {
 namespace {

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "params.h"
+#include "core/lstm_data.h"
 
 #ifndef LSTM_TEST_DATA_DIR
 #error "LSTM_TEST_DATA_DIR must be defined as a string literal: the path of tests/data"

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "device_problem.h"
+#include "harness/checked_run.h"
 #include "gpu_test_support.h"
 #include "persistent_stage.h"
 

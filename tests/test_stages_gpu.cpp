@@ -6,9 +6,9 @@
 #include <string>
 #include <vector>
 
-#include "device_problem.h"
+#include "harness/checked_run.h"
 #include "gpu_test_support.h"
-#include "stage_registry.h"
+#include "harness/stage_registry.h"
 
 namespace lstm {
 namespace {

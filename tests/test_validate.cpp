@@ -7,7 +7,7 @@
 #include <limits>
 #include <vector>
 
-#include "validate.h"
+#include "core/check.h"
 
 namespace lstm {
 namespace {

@@ -59,7 +59,7 @@
 #include <stdexcept>
 #include <vector>
 
-#include "cuda_utils.h"
+#include "harness/cuda_utils.h"
 
 namespace lstm::baseline_cudnn {
 namespace {

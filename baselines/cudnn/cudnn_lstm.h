@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "stage.h"
+#include "harness/stage.h"
 
 namespace lstm::baseline_cudnn {
 

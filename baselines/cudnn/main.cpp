@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "cudnn_lstm.h"
-#include "stage_main.h"
+#include "harness/stage_main.h"
 
 int main(int argc, char** argv) {
   namespace cudnn = lstm::baseline_cudnn;

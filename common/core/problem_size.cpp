@@ -1,0 +1,63 @@
+#include "core/problem_size.h"
+
+#include <limits>
+#include <sstream>
+#include <stdexcept>
+
+namespace lstm {
+
+double ProblemSize::flop_count() const {
+  double flops = 0.0;
+  for (int layer = 0; layer < layers; ++layer) {
+    flops += 2.0 * seq_len * batch * 4.0 * hidden * (layer_input_size(layer) + hidden);
+  }
+  return flops;
+}
+
+std::string ProblemSize::describe() const {
+  std::ostringstream text;
+  text << "H=" << hidden << " I=" << input_size << " B=" << batch << " T=" << seq_len
+       << " L=" << layers;
+  return text.str();
+}
+
+std::size_t checked_mul(std::size_t a, std::size_t b, const char* what) {
+  if (a != 0 && b > std::numeric_limits<std::size_t>::max() / a) {
+    throw std::overflow_error(std::string("the size of ") + what + " overflows");
+  }
+  return a * b;
+}
+
+namespace {
+std::size_t checked_add(std::size_t a, std::size_t b, const char* what) {
+  if (b > std::numeric_limits<std::size_t>::max() - a) {
+    throw std::overflow_error(std::string("the size of ") + what + " overflows");
+  }
+  return a + b;
+}
+}  // namespace
+
+TensorCounts count_tensors(const ProblemSize& s) {
+  if (s.hidden <= 0 || s.input_size <= 0 || s.batch <= 0 || s.seq_len <= 0 || s.layers <= 0) {
+    throw std::invalid_argument("every size must be positive (" + s.describe() + ")");
+  }
+  const std::size_t H = s.hidden, I = s.input_size, B = s.batch, T = s.seq_len, L = s.layers;
+  TensorCounts counts;
+  counts.x = checked_mul(checked_mul(T, B, "x"), I, "x");
+  counts.state = checked_mul(checked_mul(L, B, "h0"), H, "h0");
+  counts.y = checked_mul(checked_mul(T, B, "y"), H, "y");
+  const std::size_t four_h = checked_mul(4, H, "the gates");
+  for (int layer = 0; layer < s.layers; ++layer) {
+    const std::size_t in = static_cast<std::size_t>(s.layer_input_size(layer));
+    std::size_t layer_params = checked_mul(four_h, checked_add(in, H, "weights"), "weights");
+    layer_params = checked_add(layer_params, checked_mul(2, four_h, "biases"), "biases");
+    counts.parameters = checked_add(counts.parameters, layer_params, "the parameters");
+  }
+  std::size_t elements = checked_add(counts.x, counts.y, "the tensors");
+  elements = checked_add(elements, checked_mul(4, counts.state, "the states"), "the tensors");
+  elements = checked_add(elements, counts.parameters, "the tensors");
+  counts.bytes = checked_mul(elements, sizeof(float), "the tensors");
+  return counts;
+}
+
+}  // namespace lstm

@@ -1,0 +1,192 @@
+/*! \file stages/00_naive/stage.cu
+ *  \brief Stage 00: the naive LSTM forward pass, operation by operation.
+ *
+ * lstm-stages, one optimization per stage:
+ *   00_naive               <- this stage: 8 small GEMMs and 10 element-wise kernels per step
+ *   01_combined_gemms         one GEMM for the four gates; one GEMM for a layer's inputs
+ *   02_streams                input and recurrent GEMMs on separate streams
+ *   03_fused_pointwise        all element-wise work of a step in one kernel
+ *   04_transposed_weights     weights re-laid out for cuBLAS's faster operand layout
+ *   05_layer_wavefront        layers overlap in a wavefront
+ *   06_cuda_graph             the whole forward captured once and replayed
+ *   07_persistent             one kernel for the sequence, recurrent weights on chip
+ *
+ * What this stage does: the equations, one at a time, exactly as they are written.
+ *   For every layer l and every step t, for each gate q in (i, f, g, o):
+ *     1. gate_q  = W_ih[q] · x_t                 cuBLAS SGEMM, H x B x I_l
+ *     2. gate_q += W_hh[q] · h_{t-1}             cuBLAS SGEMM, H x B x H (beta = 1)
+ *     3. gate_q += b_ih[q] + b_hh[q]             element-wise kernel
+ *     4. gate_q  = sigma(gate_q), or tanh for g  element-wise kernel
+ *   then  c_t = f * c_{t-1} + i * g              element-wise kernel
+ *         h_t = o * tanh(c_t)                    element-wise kernel
+ *   = 8 GEMMs + 10 element-wise kernels = 18 launches per step and layer, one stream.
+ *   The canonical config (H=512 B=64 T=100 L=4) makes 18 * 100 * 4 = 7,200 launches.
+ *
+ * Why it is slow (the prediction): each GEMM is tiny (512 x 64 x 512 is 34 MFLOP, a few µs on
+ * a GPU that does 50+ TFLOP/s) and every launch costs ~5 µs of overhead (BASELINES.md: 4.9 µs
+ * back to back). 7,200 launches x ~5 µs ≈ 35 ms of launch-bound time for 107 GFLOP, so expect
+ * roughly 30-50 ms, about 2-3 TFLOP/s: a few percent of the H100's FP32 rate.
+ *
+ * Measured (results/h100-sxm/, README.md): 55-83 ms on the H100 depending on the run, 1.3-1.9
+ * TFLOP/s, about 10 µs per launch: cuBLAS's host-side work doubles the cost of a bare launch.
+ *
+ * Layouts: PyTorch's, row-major. cuBLAS is column-major, so a row-major (4H, I) weight is a
+ * column-major (I, 4H) matrix: we ask for its transpose (CUBLAS_OP_T). x_t (B, I) row-major is
+ * column-major (I, B), used as is. Each gate's result is column-major (H, B), i.e. row-major
+ * (B, H), the layout of h.
+ */
+#include <cublas_v2.h>
+
+#include <memory>
+
+#include "harness/cuda_utils.h"
+#include "harness/stage.h"
+
+namespace lstm::stage_00_naive {
+namespace {
+
+constexpr int kThreadsPerBlock = 256;  // element-wise kernels: one thread per element
+constexpr int kGates = 4;              // i, f, g, o
+constexpr int kGateG = 2;              // the cell candidate g uses tanh, the others sigmoid
+
+// ---- element-wise kernels. Mapping for all: 1-D grid, one thread per element of a (B, H)
+// ---- tensor, element index = blockIdx.x * blockDim.x + threadIdx.x, unit j = index % H.
+
+/// gate[b][j] += b_ih[j] + b_hh[j] (the biases of one gate).
+__global__ void add_biases_kernel(float* gate, const float* b_ih, const float* b_hh, int hidden,
+                                  int count) {
+  const int index = blockIdx.x * blockDim.x + threadIdx.x;
+  if (index >= count) return;
+  const int unit = index % hidden;
+  gate[index] += b_ih[unit] + b_hh[unit];
+}
+
+/// value = 1 / (1 + exp(-value)), in place.
+__global__ void sigmoid_kernel(float* values, int count) {
+  const int index = blockIdx.x * blockDim.x + threadIdx.x;
+  if (index >= count) return;
+  values[index] = 1.0f / (1.0f + expf(-values[index]));
+}
+
+/// value = tanh(value), in place.
+__global__ void tanh_kernel(float* values, int count) {
+  const int index = blockIdx.x * blockDim.x + threadIdx.x;
+  if (index >= count) return;
+  values[index] = tanhf(values[index]);
+}
+
+/// c = f * c + i * g: the new cell state, in place.
+__global__ void cell_update_kernel(float* cell, const float* input_gate, const float* forget_gate,
+                                   const float* candidate, int count) {
+  const int index = blockIdx.x * blockDim.x + threadIdx.x;
+  if (index >= count) return;
+  cell[index] = forget_gate[index] * cell[index] + input_gate[index] * candidate[index];
+}
+
+/// h = o * tanh(c): the new hidden state, written straight into the layer's output sequence.
+__global__ void hidden_output_kernel(float* hidden_out, const float* output_gate, const float* cell,
+                                     int count) {
+  const int index = blockIdx.x * blockDim.x + threadIdx.x;
+  if (index >= count) return;
+  hidden_out[index] = output_gate[index] * tanhf(cell[index]);
+}
+
+class NaiveStage final : public Stage {
+ public:
+  ~NaiveStage() override {
+    if (cublas_) cublasDestroy(cublas_);
+  }
+
+  std::size_t workspace_bytes(const ProblemSize& s) const override {
+    const std::size_t state = static_cast<std::size_t>(s.batch) * s.hidden;
+    return (kGates + 1) * state * sizeof(float) + sequence_buffers(s) * s.seq_len * state * 4;
+  }
+
+  void prepare(const DeviceTensors& t) override {
+    const ProblemSize& s = t.size;
+    const std::size_t state = static_cast<std::size_t>(s.batch) * s.hidden;
+    CUBLAS_CHECK(cublasCreate(&cublas_));
+    CUBLAS_CHECK(cublasSetMathMode(cublas_, CUBLAS_DEFAULT_MATH));  // FP32 FMA, never TF32
+    for (DeviceBuffer<float>& gate : gates_)
+      gate.allocate(state);
+    cell_.allocate(state);
+    for (int i = 0; i < sequence_buffers(s); ++i)
+      layer_outputs_[i].allocate(s.seq_len * state);
+  }
+
+  void forward(const DeviceTensors& t, cudaStream_t stream) override {
+    const ProblemSize& s = t.size;
+    const int H = s.hidden, B = s.batch, state = B * H;
+    const int blocks = ceil_div(state, kThreadsPerBlock);
+    const float one = 1.0f, zero = 0.0f;
+    CUBLAS_CHECK(cublasSetStream(cublas_, stream));
+
+    for (int layer = 0; layer < s.layers; ++layer) {
+      const int input_size = s.layer_input_size(layer);
+      // Layer 0 reads x; layer l > 0 reads layer l-1's h sequence. The last layer writes y.
+      const float* input_sequence = layer == 0 ? t.x : layer_outputs_[(layer - 1) % 2].data();
+      float* output_sequence = layer == s.layers - 1 ? t.y : layer_outputs_[layer % 2].data();
+      CUDA_CHECK(cudaMemcpyAsync(cell_.data(), t.c0 + static_cast<std::size_t>(layer) * state,
+                                 state * sizeof(float), cudaMemcpyDeviceToDevice, stream));
+
+      for (int step = 0; step < s.seq_len; ++step) {
+        const float* x_t = input_sequence + static_cast<std::size_t>(step) * B * input_size;
+        const float* h_prev = step == 0
+                                  ? t.h0 + static_cast<std::size_t>(layer) * state
+                                  : output_sequence + static_cast<std::size_t>(step - 1) * state;
+        float* h_t = output_sequence + static_cast<std::size_t>(step) * state;
+
+        for (int q = 0; q < kGates; ++q) {
+          float* gate = gates_[q].data();
+          const float* w_ih_q = t.w_ih[layer] + static_cast<std::size_t>(q) * H * input_size;
+          const float* w_hh_q = t.w_hh[layer] + static_cast<std::size_t>(q) * H * H;
+          // gate_q = W_ih[q] · x_t: (H x I) · (I x B), W_ih[q] transposed from its storage
+          CUBLAS_CHECK(cublasSgemm(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, H, B, input_size, &one,
+                                   w_ih_q, input_size, x_t, input_size, &zero, gate, H));
+          // gate_q += W_hh[q] · h_{t-1}  (beta = 1 accumulates onto the input part)
+          CUBLAS_CHECK(cublasSgemm(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, H, B, H, &one, w_hh_q, H,
+                                   h_prev, H, &one, gate, H));
+          add_biases_kernel<<<blocks, kThreadsPerBlock, 0, stream>>>(
+              gate, t.b_ih[layer] + q * H, t.b_hh[layer] + q * H, H, state);
+          CUDA_CHECK_LAUNCH();
+          if (q == kGateG) {
+            tanh_kernel<<<blocks, kThreadsPerBlock, 0, stream>>>(gate, state);
+          } else {
+            sigmoid_kernel<<<blocks, kThreadsPerBlock, 0, stream>>>(gate, state);
+          }
+          CUDA_CHECK_LAUNCH();
+        }
+        cell_update_kernel<<<blocks, kThreadsPerBlock, 0, stream>>>(
+            cell_.data(), gates_[0].data(), gates_[1].data(), gates_[2].data(), state);
+        CUDA_CHECK_LAUNCH();
+        hidden_output_kernel<<<blocks, kThreadsPerBlock, 0, stream>>>(h_t, gates_[3].data(),
+                                                                      cell_.data(), state);
+        CUDA_CHECK_LAUNCH();
+      }
+      // The layer's final states: h_{T-1} is the last slice of its output sequence.
+      const float* h_last = output_sequence + static_cast<std::size_t>(s.seq_len - 1) * state;
+      CUDA_CHECK(cudaMemcpyAsync(t.hy + static_cast<std::size_t>(layer) * state, h_last,
+                                 state * sizeof(float), cudaMemcpyDeviceToDevice, stream));
+      CUDA_CHECK(cudaMemcpyAsync(t.cy + static_cast<std::size_t>(layer) * state, cell_.data(),
+                                 state * sizeof(float), cudaMemcpyDeviceToDevice, stream));
+    }
+  }
+
+ private:
+  /// Intermediate layers' h sequences (T, B, H): two, used alternately, when L > 2; one when
+  /// L = 2; none when L = 1 (the only layer writes y).
+  static int sequence_buffers(const ProblemSize& s) { return s.layers > 2 ? 2 : s.layers - 1; }
+
+  cublasHandle_t cublas_ = nullptr;
+  DeviceBuffer<float> gates_[kGates];  // (B, H) each: i, f, g, o
+  DeviceBuffer<float> cell_;           // (B, H): c of the current layer
+  DeviceBuffer<float> layer_outputs_[2];
+};
+
+}  // namespace
+
+std::unique_ptr<Stage> make() {
+  return std::make_unique<NaiveStage>();
+}
+
+}  // namespace lstm::stage_00_naive

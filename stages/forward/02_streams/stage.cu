@@ -1,0 +1,275 @@
+/*! \file stages/02_streams/stage.cu
+ *  \brief Stage 02: input and recurrent GEMMs on separate streams, joined by events.
+ *
+ * lstm-stages, one optimization per stage:
+ *   00_naive                  8 small GEMMs and 10 element-wise kernels per step
+ *   01_combined_gemms         one GEMM for the four gates; one GEMM for a layer's inputs
+ *   02_streams             <- this stage: input and recurrent GEMMs on separate streams
+ *   03_fused_pointwise        all element-wise work of a step in one kernel
+ *   04_transposed_weights     weights re-laid out for cuBLAS's faster operand layout
+ *   05_layer_wavefront        layers overlap in a wavefront
+ *   06_cuda_graph             the whole forward captured once and replayed
+ *   07_persistent             one kernel for the sequence, recurrent weights on chip
+ *
+ * What this stage adds (to 01_combined_gemms):
+ *   1. Two streams of the stage's own: the recurrence (recurrent GEMM and element-wise kernels,
+ *      the critical path) on a high-priority stream, the input GEMMs on a low-priority one, so
+ *      that the input GEMM runs beside the recurrence instead of before it.
+ *   2. A layer's input GEMM is split into chunks of kChunkSteps = 10 time steps, each announcing
+ *      itself with an event; the recurrence waits only for the chunk of the step it is at, so it
+ *      starts after the first chunk instead of after the whole input GEMM.
+ *   Events order everything: the pass starts after the caller's earlier work (event "start"),
+ *   a layer's input GEMMs wait for the previous layer's recurrence ("layer done"), and the
+ *   caller's stream waits for the recurrence's end ("finished"). Layers are still sequential.
+ *   Launches per step and layer: unchanged, 1 GEMM + 10 element-wise kernels = 11, plus
+ *   ceil(T / 10) input GEMMs per layer (was 1). Canonical config: 11 * 400 + 40 = 4,440 launches,
+ *   plus one event record and one wait per chunk and per layer (host calls, no kernels).
+ *
+ * Prediction: little to gain at the canonical config. The input GEMM is 326 µs per layer
+ * (BASELINES.md), ~3 µs of stage 01's ~80 µs per step and layer (~4%). Now only its first chunk
+ * (1/10 of the work, ~40 µs at a chunk's lower efficiency) stays on the critical path: at most
+ * ~0.3 ms per layer, ~1.2 ms of ~32 ms saved. Less in practice: stage 01 is launch-bound, so the
+ * host was already queueing steps while the big GEMM ran and the GPU then caught up; the chunks
+ * add 9 cuBLAS calls and 20 event calls per layer on the host; and they share the SMs with the
+ * recurrence. Expect 0-4%, ~31-32 ms: within run-to-run noise. It should pay more where the input
+ * GEMM is a larger share of a layer: large I (its cost grows with I, the recurrence's does not),
+ * large B (it grows with T*B while a step's launch floor does not), and after stage 03 has made
+ * the steps ~3x cheaper, where the same 326 µs becomes ~13% of a layer.
+ *
+ * Measured: see README.md (generated from results/h100-sxm/).
+ *
+ * Layouts: PyTorch's, row-major. cuBLAS is column-major, so a row-major (4H, I) weight is a
+ * column-major (I, 4H) matrix: we ask for its transpose (CUBLAS_OP_T). x_t (B, I) row-major is
+ * column-major (I, B), used as is; all T steps of x, (T*B, I) row-major, are one column-major
+ * (I, T*B) matrix. The gate result is column-major (4H, T*B), i.e. row-major (T, B, 4H).
+ */
+#include <cublas_v2.h>
+
+#include <algorithm>
+#include <memory>
+#include <vector>
+
+#include "harness/cuda_utils.h"
+#include "harness/stage.h"
+
+namespace lstm::stage_02_streams {
+namespace {
+
+constexpr int kThreadsPerBlock = 256;  // element-wise kernels: one thread per element
+constexpr int kGates = 4;              // i, f, g, o
+constexpr int kGateG = 2;              // the cell candidate g uses tanh, the others sigmoid
+constexpr int kChunkSteps = 10;        // steps per input-GEMM chunk: the recurrence waits for one
+
+// ---- element-wise kernels. Mapping for all: 1-D grid, one thread per element of a (B, H)
+// ---- tensor, element index = blockIdx.x * blockDim.x + threadIdx.x, batch row b = index / H,
+// ---- unit j = index % H. A gate is a (B, H) view with row stride 4H into the (B, 4H) gates.
+
+/// Offset of element (b, j) of a gate whose rows are `stride` apart.
+__device__ int gate_offset(int index, int hidden, int stride) {
+  return (index / hidden) * stride + index % hidden;
+}
+
+/// gate[b][j] += b_ih[j] + b_hh[j] (the biases of one gate).
+__global__ void add_biases_kernel(float* gate, const float* b_ih, const float* b_hh, int hidden,
+                                  int stride, int count) {
+  const int index = blockIdx.x * blockDim.x + threadIdx.x;
+  if (index >= count) return;
+  const int unit = index % hidden;
+  gate[gate_offset(index, hidden, stride)] += b_ih[unit] + b_hh[unit];
+}
+
+/// value = 1 / (1 + exp(-value)), in place.
+__global__ void sigmoid_kernel(float* values, int hidden, int stride, int count) {
+  const int index = blockIdx.x * blockDim.x + threadIdx.x;
+  if (index >= count) return;
+  float& value = values[gate_offset(index, hidden, stride)];
+  value = 1.0f / (1.0f + expf(-value));
+}
+
+/// value = tanh(value), in place.
+__global__ void tanh_kernel(float* values, int hidden, int stride, int count) {
+  const int index = blockIdx.x * blockDim.x + threadIdx.x;
+  if (index >= count) return;
+  float& value = values[gate_offset(index, hidden, stride)];
+  value = tanhf(value);
+}
+
+/// c = f * c + i * g: the new cell state, in place.
+__global__ void cell_update_kernel(float* cell, const float* input_gate, const float* forget_gate,
+                                   const float* candidate, int hidden, int stride, int count) {
+  const int index = blockIdx.x * blockDim.x + threadIdx.x;
+  if (index >= count) return;
+  const int gate = gate_offset(index, hidden, stride);
+  cell[index] = forget_gate[gate] * cell[index] + input_gate[gate] * candidate[gate];
+}
+
+/// h = o * tanh(c): the new hidden state, written straight into the layer's output sequence.
+__global__ void hidden_output_kernel(float* hidden_out, const float* output_gate, const float* cell,
+                                     int hidden, int stride, int count) {
+  const int index = blockIdx.x * blockDim.x + threadIdx.x;
+  if (index >= count) return;
+  hidden_out[index] = output_gate[gate_offset(index, hidden, stride)] * tanhf(cell[index]);
+}
+
+class StreamsStage final : public Stage {
+ public:
+  ~StreamsStage() override {
+    if (cublas_input_) cublasDestroy(cublas_input_);
+    if (cublas_recurrent_) cublasDestroy(cublas_recurrent_);
+    for (cudaEvent_t event : chunk_ready_)
+      cudaEventDestroy(event);
+    for (cudaEvent_t event : {start_, layer_done_, finished_})
+      if (event) cudaEventDestroy(event);
+    if (input_stream_) cudaStreamDestroy(input_stream_);
+    if (recurrent_stream_) cudaStreamDestroy(recurrent_stream_);
+  }
+
+  std::size_t workspace_bytes(const ProblemSize& s) const override {
+    const std::size_t state = static_cast<std::size_t>(s.batch) * s.hidden;
+    const std::size_t sequence = static_cast<std::size_t>(s.seq_len) * state;
+    return (kGates * sequence + state + sequence_buffers(s) * sequence) * sizeof(float);
+  }
+
+  void prepare(const DeviceTensors& t) override {
+    const ProblemSize& s = t.size;
+    const std::size_t state = static_cast<std::size_t>(s.batch) * s.hidden;
+    // The recurrence is the critical path: its stream gets the highest priority, so the block
+    // scheduler serves its kernels first whenever input-GEMM blocks are waiting for SMs too.
+    int lowest_priority = 0, highest_priority = 0;
+    CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&lowest_priority, &highest_priority));
+    CUDA_CHECK(
+        cudaStreamCreateWithPriority(&recurrent_stream_, cudaStreamNonBlocking, highest_priority));
+    CUDA_CHECK(
+        cudaStreamCreateWithPriority(&input_stream_, cudaStreamNonBlocking, lowest_priority));
+    // One cuBLAS handle per stream (a handle's workspace must not be shared by two streams).
+    CUBLAS_CHECK(cublasCreate(&cublas_input_));
+    CUBLAS_CHECK(cublasCreate(&cublas_recurrent_));
+    CUBLAS_CHECK(cublasSetStream(cublas_input_, input_stream_));
+    CUBLAS_CHECK(cublasSetStream(cublas_recurrent_, recurrent_stream_));
+    for (cublasHandle_t handle : {cublas_input_, cublas_recurrent_})
+      CUBLAS_CHECK(cublasSetMathMode(handle, CUBLAS_DEFAULT_MATH));  // FP32 FMA, never TF32
+    // Events only order work here: without timing, recording and waiting are cheaper.
+    for (cudaEvent_t* event : {&start_, &layer_done_, &finished_})
+      CUDA_CHECK(cudaEventCreateWithFlags(event, cudaEventDisableTiming));
+    for (int chunk = 0; chunk < ceil_div(s.seq_len, kChunkSteps); ++chunk) {
+      cudaEvent_t event = nullptr;
+      CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
+      chunk_ready_.push_back(event);
+    }
+    gates_.allocate(static_cast<std::size_t>(s.seq_len) * kGates * state);
+    cell_.allocate(state);
+    for (int i = 0; i < sequence_buffers(s); ++i)
+      layer_outputs_[i].allocate(s.seq_len * state);
+  }
+
+  void forward(const DeviceTensors& t, cudaStream_t stream) override {
+    const ProblemSize& s = t.size;
+    const int H = s.hidden, B = s.batch, state = B * H, four_h = kGates * H;
+    const int blocks = ceil_div(state, kThreadsPerBlock);
+    const float one = 1.0f, zero = 0.0f;
+    // Both side streams start after the work already on the caller's stream: the harness's
+    // poisoning of y, hy, cy, and the previous pass (joined back into `stream` at its end).
+    CUDA_CHECK(cudaEventRecord(start_, stream));
+    CUDA_CHECK(cudaStreamWaitEvent(input_stream_, start_, 0));
+    CUDA_CHECK(cudaStreamWaitEvent(recurrent_stream_, start_, 0));
+
+    for (int layer = 0; layer < s.layers; ++layer) {
+      const int input_size = s.layer_input_size(layer);
+      // Layer 0 reads x; layer l > 0 reads layer l-1's h sequence. The last layer writes y.
+      const float* input_sequence = layer == 0 ? t.x : layer_outputs_[(layer - 1) % 2].data();
+      float* output_sequence = layer == s.layers - 1 ? t.y : layer_outputs_[layer % 2].data();
+      CUDA_CHECK(cudaMemcpyAsync(cell_.data(), t.c0 + static_cast<std::size_t>(layer) * state,
+                                 state * sizeof(float), cudaMemcpyDeviceToDevice,
+                                 recurrent_stream_));
+
+      // Layer l-1's recurrence wrote this layer's input sequence and still reads the gates
+      // buffer that these GEMMs overwrite: one wait on "layer done" covers both hazards.
+      if (layer > 0) CUDA_CHECK(cudaStreamWaitEvent(input_stream_, layer_done_, 0));
+      for (int chunk = 0; chunk < static_cast<int>(chunk_ready_.size()); ++chunk) {
+        const int first = chunk * kChunkSteps, steps = std::min(kChunkSteps, s.seq_len - first);
+        // Steps [first, first + steps) at once: (4H x I) · (I x steps*B), on the input stream
+        CUBLAS_CHECK(cublasSgemm(
+            cublas_input_, CUBLAS_OP_T, CUBLAS_OP_N, four_h, steps * B, input_size, &one,
+            t.w_ih[layer], input_size,
+            input_sequence + static_cast<std::size_t>(first) * B * input_size, input_size, &zero,
+            gates_.data() + static_cast<std::size_t>(first) * B * four_h, four_h));
+        CUDA_CHECK(cudaEventRecord(chunk_ready_[chunk], input_stream_));
+      }
+
+      for (int step = 0; step < s.seq_len; ++step) {
+        const float* h_prev = step == 0
+                                  ? t.h0 + static_cast<std::size_t>(layer) * state
+                                  : output_sequence + static_cast<std::size_t>(step - 1) * state;
+        float* h_t = output_sequence + static_cast<std::size_t>(step) * state;
+        float* gates_t = gates_.data() + static_cast<std::size_t>(step) * B * four_h;
+        // A chunk's first step waits for its input GEMM; the chunk's other steps follow in order.
+        // So a layer's recurrence ends after its input GEMMs have read their input sequence,
+        // which layer l+2's recurrence, later on this stream, overwrites (buffers alternate).
+        if (step % kChunkSteps == 0) {
+          CUDA_CHECK(cudaStreamWaitEvent(recurrent_stream_, chunk_ready_[step / kChunkSteps], 0));
+        }
+
+        // gates_t += W_hh · h_{t-1}: all four gates in one (4H x H) · (H x B) GEMM
+        CUBLAS_CHECK(cublasSgemm(cublas_recurrent_, CUBLAS_OP_T, CUBLAS_OP_N, four_h, B, H, &one,
+                                 t.w_hh[layer], H, h_prev, H, &one, gates_t, four_h));
+        for (int q = 0; q < kGates; ++q) {
+          float* gate = gates_t + q * H;  // gate q: columns qH..qH+H-1 of each (B, 4H) row
+          add_biases_kernel<<<blocks, kThreadsPerBlock, 0, recurrent_stream_>>>(
+              gate, t.b_ih[layer] + q * H, t.b_hh[layer] + q * H, H, four_h, state);
+          CUDA_CHECK_LAUNCH();
+          if (q == kGateG) {
+            tanh_kernel<<<blocks, kThreadsPerBlock, 0, recurrent_stream_>>>(gate, H, four_h, state);
+          } else {
+            sigmoid_kernel<<<blocks, kThreadsPerBlock, 0, recurrent_stream_>>>(gate, H, four_h,
+                                                                               state);
+          }
+          CUDA_CHECK_LAUNCH();
+        }
+        cell_update_kernel<<<blocks, kThreadsPerBlock, 0, recurrent_stream_>>>(
+            cell_.data(), gates_t, gates_t + H, gates_t + 2 * H, H, four_h, state);
+        CUDA_CHECK_LAUNCH();
+        hidden_output_kernel<<<blocks, kThreadsPerBlock, 0, recurrent_stream_>>>(
+            h_t, gates_t + 3 * H, cell_.data(), H, four_h, state);
+        CUDA_CHECK_LAUNCH();
+      }
+      CUDA_CHECK(cudaEventRecord(layer_done_, recurrent_stream_));
+      // The layer's final states: h_{T-1} is the last slice of its output sequence.
+      const float* h_last = output_sequence + static_cast<std::size_t>(s.seq_len - 1) * state;
+      CUDA_CHECK(cudaMemcpyAsync(t.hy + static_cast<std::size_t>(layer) * state, h_last,
+                                 state * sizeof(float), cudaMemcpyDeviceToDevice,
+                                 recurrent_stream_));
+      CUDA_CHECK(cudaMemcpyAsync(t.cy + static_cast<std::size_t>(layer) * state, cell_.data(),
+                                 state * sizeof(float), cudaMemcpyDeviceToDevice,
+                                 recurrent_stream_));
+    }
+    // Join: the recurrent stream waited for every chunk, so its end is the end of all the work;
+    // the caller's stream waits for it, and the caller's synchronisation covers the whole pass.
+    CUDA_CHECK(cudaEventRecord(finished_, recurrent_stream_));
+    CUDA_CHECK(cudaStreamWaitEvent(stream, finished_, 0));
+  }
+
+ private:
+  /// Intermediate layers' h sequences (T, B, H): two, used alternately, when L > 2; one when
+  /// L = 2; none when L = 1 (the only layer writes y).
+  static int sequence_buffers(const ProblemSize& s) { return s.layers > 2 ? 2 : s.layers - 1; }
+
+  cudaStream_t recurrent_stream_ = nullptr;  // high priority: recurrent GEMMs, element-wise work
+  cudaStream_t input_stream_ = nullptr;      // low priority: the input GEMMs, chunk by chunk
+  cublasHandle_t cublas_recurrent_ = nullptr, cublas_input_ = nullptr;  // one per stream
+  cudaEvent_t start_ = nullptr;       // on the caller's stream: the pass may begin
+  cudaEvent_t layer_done_ = nullptr;  // on the recurrent stream: a layer's h sequence is written
+  cudaEvent_t finished_ = nullptr;    // on the recurrent stream: the pass's last work
+  std::vector<cudaEvent_t> chunk_ready_;  // on the input stream: chunk c's input GEMM is done
+
+  DeviceBuffer<float> gates_;  // (T, B, 4H): every step's i, f, g, o side by side
+  DeviceBuffer<float> cell_;   // (B, H): c of the current layer
+  DeviceBuffer<float> layer_outputs_[2];
+};
+
+}  // namespace
+
+std::unique_ptr<Stage> make() {
+  return std::make_unique<StreamsStage>();
+}
+
+}  // namespace lstm::stage_02_streams

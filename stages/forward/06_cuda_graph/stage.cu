@@ -1,0 +1,317 @@
+/*! \file stages/06_cuda_graph/stage.cu
+ *  \brief Stage 06: the whole forward pass captured once as a CUDA graph, then replayed.
+ *
+ * lstm-stages, one optimization per stage:
+ *   00_naive                  8 small GEMMs and 10 element-wise kernels per step
+ *   01_combined_gemms         one GEMM for the four gates; one GEMM for a layer's inputs
+ *   02_streams                input and recurrent GEMMs on separate streams
+ *   03_fused_pointwise        all element-wise work of a step in one kernel
+ *   04_transposed_weights     weights re-laid out for cuBLAS's faster operand layout
+ *   05_layer_wavefront        layers overlap in a wavefront
+ *   06_cuda_graph          <- this stage: the whole forward captured once and replayed
+ *   07_persistent             one kernel for the sequence, recurrent weights on chip
+ *
+ * What this stage adds (to 05_layer_wavefront):
+ *   1. prepare() records stage 05's whole forward pass — every GEMM, kernel, copy and event
+ *      across the 2L streams — into a CUDA graph by stream capture, once, and instantiates it.
+ *   2. forward() is one call: cudaGraphLaunch. The CPU no longer issues ~840 kernels and ~240
+ *      event operations per pass; the GPU receives the whole dependency graph at once. (A tool
+ *      the 2016 work did not have; it shows how much of the remaining time was the host.)
+ *   cuBLAS gets a workspace of our own per handle (cublasSetWorkspace), so nothing is allocated
+ *   while the graph is captured. A graph is bound to the pointers it was captured with: if
+ *   forward() is handed other tensors, it captures again (the harness never does that).
+ *   Launches per pass: 1 graph launch (the graph holds the same 2 kernels per step and layer).
+ *
+ * Prediction: stage 05 should be host-bound at ~3.5-4.5 ms (issuing ~1,100 operations), with
+ * the GPU's own critical path ~130 step-times of ~15-20 µs. Without the host in the loop, a
+ * step costs what the GPU needs: the recurrent GEMM (~15 µs NN at B=64), the point-wise kernel
+ * (~2-3 µs) and the graph's node-to-node latency (~1-2 µs). Expect ~2.5-3 ms at the canonical
+ * config, ~1.3-1.5x over stage 05; at B=1..8 and L=1 where a step is mostly launch latency, more.
+ *
+ * Measured: see README.md (generated from results/h100-sxm/).
+ *
+ * Layouts: PyTorch's, row-major. cuBLAS is column-major, so a row-major (4H, I) weight is a
+ * column-major (I, 4H) matrix; its re-laid-out copy W^T, row-major (I, 4H), is the column-major
+ * (4H, I) matrix the GEMM needs, used as is (CUBLAS_OP_N). x_t (B, I) row-major is
+ * column-major (I, B), used as is; all T steps of x, (T*B, I) row-major, are one column-major
+ * (I, T*B) matrix. The gate result is column-major (4H, T*B), i.e. row-major (T, B, 4H).
+ */
+#include <cublas_v2.h>
+
+#include <algorithm>
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "harness/cuda_utils.h"
+#include "harness/stage.h"
+
+namespace lstm::stage_06_cuda_graph {
+namespace {
+
+constexpr int kThreadsPerBlock = 256;  // element-wise kernels: one thread per element
+constexpr int kGates = 4;              // i, f, g, o
+constexpr int kGateG = 2;              // the cell candidate g uses tanh, the others sigmoid
+constexpr int kChunkSteps = 10;        // steps per input-GEMM chunk: the recurrence waits for one
+constexpr std::size_t kCublasWorkspaceBytes = 4 << 20;  // per cuBLAS handle
+
+// ---- the element-wise kernel. Mapping: 1-D grid, one thread per element of a (B, H) tensor,
+// ---- element index = blockIdx.x * blockDim.x + threadIdx.x, batch row b = index / H,
+// ---- unit j = index % H. Gate q of (b, j) is at b*4H + q*H + j of the step's (B, 4H) gates.
+
+/// The whole element-wise part of one step for element (b, j): biases, activations, c and h.
+__global__ void lstm_pointwise_kernel(const float* gates, const float* b_ih, const float* b_hh,
+                                      float* cell, float* hidden_out, int hidden, int count) {
+  const int index = blockIdx.x * blockDim.x + threadIdx.x;
+  if (index >= count) return;
+  const int unit = index % hidden;
+  // size_t: the row offset b*4H passes 2^31 before B*H does.
+  const float* row = gates + static_cast<std::size_t>(index / hidden) * kGates * hidden;
+  float act[kGates];  // i, f, g, o: activated in registers, never written back
+#pragma unroll
+  for (int q = 0; q < kGates; ++q) {
+    const int k = q * hidden + unit;
+    const float pre = row[k] + b_ih[k] + b_hh[k];
+    act[q] = q == kGateG ? tanhf(pre) : 1.0f / (1.0f + expf(-pre));
+  }
+  const float c = act[1] * cell[index] + act[0] * act[kGateG];  // c = f * c + i * g
+  cell[index] = c;
+  hidden_out[index] = act[3] * tanhf(c);  // h = o * tanh(c)
+}
+
+class CudaGraphStage final : public Stage {
+ public:
+  ~CudaGraphStage() override {
+    for (Layer& layer : layers_) {
+      if (layer.cublas_input) cublasDestroy(layer.cublas_input);
+      if (layer.cublas_recurrent) cublasDestroy(layer.cublas_recurrent);
+      for (std::vector<cudaEvent_t>* events : {&layer.chunk_ready, &layer.chunk_done})
+        for (cudaEvent_t event : *events)
+          cudaEventDestroy(event);
+      if (layer.finished) cudaEventDestroy(layer.finished);
+      if (layer.input_stream) cudaStreamDestroy(layer.input_stream);
+      if (layer.recurrent_stream) cudaStreamDestroy(layer.recurrent_stream);
+    }
+    if (start_) cudaEventDestroy(start_);
+    if (graph_exec_) cudaGraphExecDestroy(graph_exec_);
+    if (graph_) cudaGraphDestroy(graph_);
+    if (capture_stream_) cudaStreamDestroy(capture_stream_);
+  }
+
+  std::size_t workspace_bytes(const ProblemSize& s) const override {
+    const std::size_t state = static_cast<std::size_t>(s.batch) * s.hidden;
+    const std::size_t sequence = static_cast<std::size_t>(s.seq_len) * state;
+    std::size_t weights = 0;  // the transposed copies: 4H * (I_l + H) per layer
+    for (int layer = 0; layer < s.layers; ++layer)
+      weights +=
+          static_cast<std::size_t>(kGates) * s.hidden * (s.layer_input_size(layer) + s.hidden);
+    // Per layer: gates (T, B, 4H) and c (B, H); per layer but the last: its h sequence.
+    const std::size_t per_layer = kGates * sequence + state;
+    const std::size_t cublas_workspaces = 2 * s.layers * kCublasWorkspaceBytes;
+    return (s.layers * per_layer + (s.layers - 1) * sequence + weights) * sizeof(float) +
+           cublas_workspaces;
+  }
+
+  void prepare(const DeviceTensors& t) override {
+    const ProblemSize& s = t.size;
+    const std::size_t state = static_cast<std::size_t>(s.batch) * s.hidden;
+    const int chunks = ceil_div(s.seq_len, kChunkSteps);
+    // The recurrences are the critical path: their streams get the highest priority, so the
+    // block scheduler serves their kernels first whenever input-GEMM blocks wait for SMs too.
+    int lowest_priority = 0, highest_priority = 0;
+    CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&lowest_priority, &highest_priority));
+    CUDA_CHECK(cudaEventCreateWithFlags(&start_, cudaEventDisableTiming));
+    layers_.resize(s.layers);
+    const float one = 1.0f, zero = 0.0f;
+    const int four_h = kGates * s.hidden;
+    for (int l = 0; l < s.layers; ++l) {
+      Layer& layer = layers_[l];
+      CUDA_CHECK(cudaStreamCreateWithPriority(&layer.recurrent_stream, cudaStreamNonBlocking,
+                                              highest_priority));
+      CUDA_CHECK(cudaStreamCreateWithPriority(&layer.input_stream, cudaStreamNonBlocking,
+                                              lowest_priority));
+      // One cuBLAS handle per stream (a handle's workspace must not be shared by two streams).
+      CUBLAS_CHECK(cublasCreate(&layer.cublas_input));
+      CUBLAS_CHECK(cublasCreate(&layer.cublas_recurrent));
+      CUBLAS_CHECK(cublasSetStream(layer.cublas_input, layer.input_stream));
+      CUBLAS_CHECK(cublasSetStream(layer.cublas_recurrent, layer.recurrent_stream));
+      for (cublasHandle_t handle : {layer.cublas_input, layer.cublas_recurrent})
+        CUBLAS_CHECK(cublasSetMathMode(handle, CUBLAS_DEFAULT_MATH));  // FP32 FMA, never TF32
+      // A workspace per handle, owned here: cuBLAS must not allocate during stream capture.
+      for (auto [handle, workspace] :
+           {std::pair{layer.cublas_input, &layer.workspace_input},
+            std::pair{layer.cublas_recurrent, &layer.workspace_recurrent}}) {
+        workspace->allocate(kCublasWorkspaceBytes);
+        CUBLAS_CHECK(cublasSetWorkspace(handle, workspace->data(), kCublasWorkspaceBytes));
+      }
+      // Events only order work here: without timing, recording and waiting are cheaper.
+      for (std::vector<cudaEvent_t>* events : {&layer.chunk_ready, &layer.chunk_done}) {
+        events->resize(chunks);
+        for (cudaEvent_t& event : *events)
+          CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
+      }
+      CUDA_CHECK(cudaEventCreateWithFlags(&layer.finished, cudaEventDisableTiming));
+      layer.gates.allocate(static_cast<std::size_t>(s.seq_len) * kGates * state);
+      layer.cell.allocate(state);
+      if (l < s.layers - 1) layer.output.allocate(s.seq_len * state);  // the last writes y
+
+      // The one-time re-layout. To column-major cuBLAS a row-major (4H, I_l) weight is the
+      // (I_l x 4H) matrix W^T; geam writes its transpose, W column-major (4H x I_l) with ld 4H
+      // (the same bytes as W^T row-major): the operand an NN GEMM takes as it is.
+      const int input_size = s.layer_input_size(l);
+      layer.w_ih_t.allocate(static_cast<std::size_t>(four_h) * input_size);
+      layer.w_hh_t.allocate(static_cast<std::size_t>(four_h) * s.hidden);
+      // C = 1 * op(A) + 0 * op(B) with op = transpose; B = A keeps the unused operand valid
+      CUBLAS_CHECK(cublasSgeam(layer.cublas_input, CUBLAS_OP_T, CUBLAS_OP_T, four_h, input_size,
+                               &one, t.w_ih[l], input_size, &zero, t.w_ih[l], input_size,
+                               layer.w_ih_t.data(), four_h));
+      CUBLAS_CHECK(cublasSgeam(layer.cublas_input, CUBLAS_OP_T, CUBLAS_OP_T, four_h, s.hidden, &one,
+                               t.w_hh[l], s.hidden, &zero, t.w_hh[l], s.hidden, layer.w_hh_t.data(),
+                               four_h));
+      CUDA_CHECK(cudaStreamSynchronize(layer.input_stream));  // ready before any forward
+    }
+    CUDA_CHECK(cudaStreamCreateWithFlags(&capture_stream_, cudaStreamNonBlocking));
+    capture(t);
+  }
+
+  void forward(const DeviceTensors& t, cudaStream_t stream) override {
+    if (!same_tensors(t, captured_)) capture(t);       // the graph holds the captured pointers
+    CUDA_CHECK(cudaGraphLaunch(graph_exec_, stream));  // the whole pass: one call
+  }
+
+ private:
+  /// Records one whole pass (stage 05's forward) into graph_ and instantiates graph_exec_.
+  void capture(const DeviceTensors& t) {
+    if (graph_exec_) CUDA_CHECK(cudaGraphExecDestroy(graph_exec_));
+    if (graph_) CUDA_CHECK(cudaGraphDestroy(graph_));
+    // Work issued to capture_stream_, and to every stream that waits on an event recorded in
+    // it, is recorded into the graph instead of running.
+    CUDA_CHECK(cudaStreamBeginCapture(capture_stream_, cudaStreamCaptureModeThreadLocal));
+    enqueue_forward(t, capture_stream_);
+    CUDA_CHECK(cudaStreamEndCapture(capture_stream_, &graph_));
+    CUDA_CHECK(cudaGraphInstantiate(&graph_exec_, graph_, 0));
+    captured_ = t;
+  }
+
+  static bool same_tensors(const DeviceTensors& a, const DeviceTensors& b) {
+    return a.x == b.x && a.h0 == b.h0 && a.c0 == b.c0 && a.y == b.y && a.hy == b.hy &&
+           a.cy == b.cy && a.w_ih == b.w_ih && a.w_hh == b.w_hh && a.b_ih == b.b_ih &&
+           a.b_hh == b.b_hh && a.size.describe() == b.size.describe();
+  }
+
+  /// Stage 05's forward pass: enqueues the wavefront on the layers' streams, forked from and
+  /// joined back into `stream`.
+  void enqueue_forward(const DeviceTensors& t, cudaStream_t stream) {
+    const ProblemSize& s = t.size;
+    const int chunks = ceil_div(s.seq_len, kChunkSteps);
+    // Every side stream starts after the work already on the caller's stream: the harness's
+    // poisoning of y, hy, cy, and the previous pass (joined back into `stream` at its end).
+    CUDA_CHECK(cudaEventRecord(start_, stream));
+    for (Layer& layer : layers_) {
+      CUDA_CHECK(cudaStreamWaitEvent(layer.input_stream, start_, 0));
+      CUDA_CHECK(cudaStreamWaitEvent(layer.recurrent_stream, start_, 0));
+    }
+    // Issue in wavefront order: diagonal d holds (layer l, chunk d - l) for every layer, the
+    // order in which the GPU can run them.
+    for (int diagonal = 0; diagonal < chunks + s.layers - 1; ++diagonal) {
+      for (int l = 0; l < s.layers; ++l) {
+        const int chunk = diagonal - l;
+        if (chunk >= 0 && chunk < chunks) enqueue_chunk(t, l, chunk);
+      }
+    }
+    // Join: each layer's recurrent stream waited for all its input chunks, so its end is the
+    // end of that layer's work; the caller's stream waits for every layer.
+    for (Layer& layer : layers_)
+      CUDA_CHECK(cudaStreamWaitEvent(stream, layer.finished, 0));
+  }
+
+  /// Everything one layer owns: streams, handles, events, buffers, re-laid-out weights.
+  struct Layer {
+    cudaStream_t recurrent_stream = nullptr;  // high priority: recurrent GEMMs, element-wise
+    cudaStream_t input_stream = nullptr;      // low priority: the input GEMMs, chunk by chunk
+    cublasHandle_t cublas_recurrent = nullptr, cublas_input = nullptr;  // one per stream
+    std::vector<cudaEvent_t> chunk_ready;  // on the input stream: chunk c's input GEMM is done
+    std::vector<cudaEvent_t> chunk_done;   // on the recurrent stream: chunk c's h is written
+    cudaEvent_t finished = nullptr;        // on the recurrent stream: the layer's last work
+    DeviceBuffer<float> gates;             // (T, B, 4H): every step's i, f, g, o side by side
+    DeviceBuffer<float> cell;              // (B, H): c of this layer
+    DeviceBuffer<float> output;  // (T, B, H): this layer's h sequence (not for the last layer)
+    DeviceBuffer<float> w_ih_t, w_hh_t;                       // W^T row-major, ld 4H
+    DeviceBuffer<char> workspace_input, workspace_recurrent;  // the cuBLAS handles' workspaces
+  };
+
+  /// Enqueues chunk `chunk` of layer `l`: its input GEMM (after layer l-1's same chunk) on the
+  /// layer's input stream, then its steps on the layer's recurrent stream.
+  void enqueue_chunk(const DeviceTensors& t, int l, int chunk) {
+    const ProblemSize& s = t.size;
+    Layer& layer = layers_[l];
+    const int H = s.hidden, B = s.batch, state = B * H, four_h = kGates * H;
+    const int blocks = ceil_div(state, kThreadsPerBlock);
+    const int input_size = s.layer_input_size(l);
+    const float one = 1.0f, zero = 0.0f;
+    // Layer 0 reads x; layer l > 0 reads layer l-1's h sequence. The last layer writes y.
+    const float* input_sequence = l == 0 ? t.x : layers_[l - 1].output.data();
+    float* output_sequence = l == s.layers - 1 ? t.y : layer.output.data();
+    const int first = chunk * kChunkSteps, steps = std::min(kChunkSteps, s.seq_len - first);
+
+    // Only layer l-1's SAME chunk must be written before this chunk's input GEMM reads it.
+    if (l > 0)
+      CUDA_CHECK(cudaStreamWaitEvent(layer.input_stream, layers_[l - 1].chunk_done[chunk], 0));
+    // Steps [first, first + steps) at once: (4H x I) · (I x steps*B), on the input stream
+    CUBLAS_CHECK(cublasSgemm(
+        layer.cublas_input, CUBLAS_OP_N, CUBLAS_OP_N, four_h, steps * B, input_size, &one,
+        layer.w_ih_t.data(), four_h,
+        input_sequence + static_cast<std::size_t>(first) * B * input_size, input_size, &zero,
+        layer.gates.data() + static_cast<std::size_t>(first) * B * four_h, four_h));
+    CUDA_CHECK(cudaEventRecord(layer.chunk_ready[chunk], layer.input_stream));
+
+    CUDA_CHECK(cudaStreamWaitEvent(layer.recurrent_stream, layer.chunk_ready[chunk], 0));
+    if (chunk == 0) {
+      CUDA_CHECK(cudaMemcpyAsync(layer.cell.data(), t.c0 + static_cast<std::size_t>(l) * state,
+                                 state * sizeof(float), cudaMemcpyDeviceToDevice,
+                                 layer.recurrent_stream));
+    }
+    for (int step = first; step < first + steps; ++step) {
+      const float* h_prev = step == 0
+                                ? t.h0 + static_cast<std::size_t>(l) * state
+                                : output_sequence + static_cast<std::size_t>(step - 1) * state;
+      float* h_t = output_sequence + static_cast<std::size_t>(step) * state;
+      float* gates_t = layer.gates.data() + static_cast<std::size_t>(step) * B * four_h;
+      // gates_t += W_hh · h_{t-1}: all four gates in one (4H x H) · (H x B) GEMM
+      CUBLAS_CHECK(cublasSgemm(layer.cublas_recurrent, CUBLAS_OP_N, CUBLAS_OP_N, four_h, B, H, &one,
+                               layer.w_hh_t.data(), four_h, h_prev, H, &one, gates_t, four_h));
+      // Everything else of the step: one kernel
+      lstm_pointwise_kernel<<<blocks, kThreadsPerBlock, 0, layer.recurrent_stream>>>(
+          gates_t, t.b_ih[l], t.b_hh[l], layer.cell.data(), h_t, H, state);
+      CUDA_CHECK_LAUNCH();
+    }
+    CUDA_CHECK(cudaEventRecord(layer.chunk_done[chunk], layer.recurrent_stream));
+
+    if (chunk == static_cast<int>(layer.chunk_done.size()) - 1) {
+      // The layer's final states: h_{T-1} is the last slice of its output sequence.
+      const float* h_last = output_sequence + static_cast<std::size_t>(s.seq_len - 1) * state;
+      CUDA_CHECK(cudaMemcpyAsync(t.hy + static_cast<std::size_t>(l) * state, h_last,
+                                 state * sizeof(float), cudaMemcpyDeviceToDevice,
+                                 layer.recurrent_stream));
+      CUDA_CHECK(cudaMemcpyAsync(t.cy + static_cast<std::size_t>(l) * state, layer.cell.data(),
+                                 state * sizeof(float), cudaMemcpyDeviceToDevice,
+                                 layer.recurrent_stream));
+      CUDA_CHECK(cudaEventRecord(layer.finished, layer.recurrent_stream));
+    }
+  }
+
+  cudaEvent_t start_ = nullptr;  // on the capture stream: the pass may begin
+  std::vector<Layer> layers_;
+  cudaStream_t capture_stream_ = nullptr;  // the origin stream of the capture
+  cudaGraph_t graph_ = nullptr;            // the recorded pass
+  cudaGraphExec_t graph_exec_ = nullptr;   // its instantiation, launched by forward()
+  DeviceTensors captured_;                 // the pointers the graph was recorded with
+};
+
+}  // namespace
+
+std::unique_ptr<Stage> make() {
+  return std::make_unique<CudaGraphStage>();
+}
+
+}  // namespace lstm::stage_06_cuda_graph
