@@ -1,15 +1,19 @@
-// lstm_bench: every stage and every cuDNN algorithm over DESIGN.md's standard configurations, in
-// one process, so that the ratios between them come from the same run on the same GPU.
+// lstm_bench: every stage and every cuDNN algorithm over the standard configurations
+// (common/standard_configs.json), in one process, so that the ratios between them come from the
+// same run on the same GPU.
 //
 //   build/bin/lstm_bench --benchmark_out=results/h100-sxm/bench.json --benchmark_out_format=json
 //   build/bin/lstm_bench --benchmark_filter='canonical'        # one group
 //
-// Benchmark names: <implementation>/<group>/H:<H>/I:<I>/B:<B>/T:<T>/L:<L>. Each times one forward
-// pass per iteration with CUDA events (manual time) and reports counters: the sizes, median_ms,
-// min_ms, max_ms, tflops (from the median) and us_per_step_layer. An implementation that refuses
-// a shape (a stated limit, or cuDNN refusing an algorithm) is skipped with its message. Before
-// timing, one forward pass runs on poisoned outputs and must write finite values everywhere; the
-// full check against the reference is scripts/gpu_check.sh's job.
+// Benchmark names: <implementation>/<group>/H:<H>/I:<I>/B:<B>/T:<T>/L:<L>, where the implementation
+// is a stage ("forward/00_naive") or a baseline ("cudnn_standard"); the label says
+// "series=... kind=... precision=...". Each goes through the harness's sequence
+// (harness/checked_run.h): prepare, one pass on poisoned outputs that must write finite values
+// everywhere (the full check against the reference is scripts/gpu_check.sh's job), then the timed
+// passes with CUDA events (manual time). Counters: the sizes, median_ms, min_ms, max_ms, tflops
+// (from the median, FLOPs of the implementation's kind) and us_per_step_layer; a training pass
+// also forward_ms and backward_ms (medians, each timed on its own). An implementation that
+// refuses a shape (a stated limit, or cuDNN refusing an algorithm) is skipped with its message.
 #include <benchmark/benchmark.h>
 
 #include <cmath>
@@ -19,14 +23,14 @@
 #include <string>
 #include <vector>
 
-#include "harness/cuda_utils.h"
-#include "harness/checked_run.h"
-#include "harness/device_environment.h"
+#include "core/run_record.h"
+#include "core/standard_configs.h"
 #include "fp32_peak.h"
 #include "grid_barrier.h"
-#include "core/run_record.h"
+#include "harness/checked_run.h"
+#include "harness/cuda_utils.h"
+#include "harness/device_environment.h"
 #include "harness/stage_registry.h"
-#include "harness/event_timing.h"
 #ifdef LSTM_BENCH_HAVE_CUDNN
 #include "cudnn_lstm.h"
 #endif
@@ -41,32 +45,6 @@ constexpr int kGridSyncThreads = 128;     // threads per block of the grid barri
 constexpr int kGridSyncBarriers = 10000;  // grid barriers per timed launch
 constexpr int kH100SmCount = 132;         // grid barrier block counts listed without a GPU
 
-struct Config {
-  std::string group;
-  ProblemSize size;
-};
-
-/// DESIGN.md's standard configurations.
-std::vector<Config> standard_configs() {
-  std::vector<Config> configs = {{"canonical", ProblemSize{512, 512, 64, 100, 4}}};
-  for (int hidden : {512, 1024}) {
-    for (int batch : {1, 2, 4, 8, 16, 32, 64, 128, 256}) {
-      configs.push_back({"batch_sweep", ProblemSize{hidden, hidden, batch, 100, 1}});
-    }
-  }
-  for (int hidden : {256, 512, 1024, 2048}) {
-    configs.push_back({"hidden_sweep", ProblemSize{hidden, hidden, 64, 100, 4}});
-  }
-  return configs;
-}
-
-std::string config_name(const Config& c) {
-  const ProblemSize& s = c.size;
-  return c.group + "/H:" + std::to_string(s.hidden) + "/I:" + std::to_string(s.input_size) +
-         "/B:" + std::to_string(s.batch) + "/T:" + std::to_string(s.seq_len) +
-         "/L:" + std::to_string(s.layers);
-}
-
 /// Every implementation the benchmark times: the stages, then the cuDNN algorithms.
 std::vector<StageInfo> implementations() {
   std::vector<StageInfo> list = all_stages();
@@ -79,15 +57,22 @@ std::vector<StageInfo> implementations() {
 }
 
 /// The data of one configuration, on the device; one at a time (benchmarks run in the order
-/// they are registered, configuration by configuration).
+/// they are registered, configuration by configuration). A training problem (upstream gradients
+/// and gradient buffers) is made when an implementation of that kind first needs it.
 class ProblemCache {
  public:
-  DeviceProblem& get(const Config& config) {
-    const std::string key = config_name(config);
+  DeviceProblem& get(const StandardConfig& config, bool training) {
+    const std::string key = config_name(config) + (training ? " training" : "");
     if (key != key_) {
       problem_.reset();  // free the previous configuration's memory first
       std::cerr << "[lstm_bench] data for " << key << "\n";
-      problem_ = std::make_unique<DeviceProblem>(generate_params(config.size, kSeed));
+      const LstmParams params = generate_params(config.size, kSeed);
+      if (training) {
+        const UpstreamGradients upstream = generate_upstream(config.size, kSeed);
+        problem_ = std::make_unique<DeviceProblem>(params, &upstream);
+      } else {
+        problem_ = std::make_unique<DeviceProblem>(params);
+      }
       key_ = key;
     }
     return *problem_;
@@ -111,60 +96,42 @@ void skip(benchmark::State& state, const std::string& message) {
 #endif
 }
 
-void bench_forward(benchmark::State& state, const StageInfo& info, const Config& config) {
+void bench_implementation(benchmark::State& state, const StageInfo& info,
+                          const StandardConfig& config) {
   const ProblemSize& size = config.size;
   std::unique_ptr<Stage> stage = info.make();
+  const StageKind kind = stage->kind();
+  state.SetLabel(std::string("series=") + (info.series.empty() ? "none" : info.series) +
+                 " kind=" + kind_name(kind) + " precision=" + precision_name(stage->precision()));
   cudaDeviceProp prop{};
   CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
-  const std::string refused = stage->unsupported_reason(size, prop);
+  const std::string refused = stage->unsupported_reason(size, prop);  // before any allocation
   if (!refused.empty()) return skip(state, "unsupported: " + refused);
-  DeviceProblem& problem = cache().get(config);
-  std::size_t free_bytes = 0, total_bytes = 0;
-  device_memory(&free_bytes, &total_bytes);
-  if (stage->workspace_bytes(size) > free_bytes) {
-    return skip(state, "unsupported: not enough free device memory for the workspace");
-  }
-  try {
-    stage->prepare(problem.tensors());
-  } catch (const UnsupportedError& error) {
-    return skip(state, std::string("unsupported: ") + error.what());
-  }
+  DeviceProblem& problem = cache().get(config, kind == StageKind::kTraining);
+  const std::string unprepared = prepare_stage(*stage, problem);
+  if (!unprepared.empty()) return skip(state, "unsupported: " + unprepared);
   cudaStream_t stream;
   CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
 
-  // A forward pass on poisoned outputs must write every element with a finite value.
-  const LstmOutputs outputs = run_forward_for_check(*stage, problem, stream);
-  for (const std::vector<float>* tensor : {&outputs.y, &outputs.hy, &outputs.cy}) {
-    for (float value : *tensor) {
+  // A pass on poisoned outputs must write every element with a finite value.
+  for (const OutputTensor& tensor : run_for_check(*stage, problem, stream)) {
+    for (float value : tensor.values) {
       if (!std::isfinite(value)) {
         CUDA_CHECK(cudaStreamDestroy(stream));
-        state.SkipWithError("the forward pass left NaN/Inf or unwritten elements");
+        state.SkipWithError(("the pass left NaN/Inf or unwritten elements in " + tensor.name).c_str());
         return;
       }
     }
   }
 
-  for (int i = 0; i < kWarmup; ++i)
-    stage->forward(problem.tensors(), stream);
-  cudaEvent_t start, stop;
-  CUDA_CHECK(cudaEventCreate(&start));
-  CUDA_CHECK(cudaEventCreate(&stop));
-  std::vector<double> runs_ms;
-  for (auto _ : state) {
-    CUDA_CHECK(cudaEventRecord(start, stream));
-    stage->forward(problem.tensors(), stream);
-    CUDA_CHECK(cudaEventRecord(stop, stream));
-    CUDA_CHECK(cudaEventSynchronize(stop));
-    float ms = 0.0f;
-    CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
-    state.SetIterationTime(ms * 1e-3);
-    runs_ms.push_back(ms);
-  }
-  CUDA_CHECK(cudaEventDestroy(start));
-  CUDA_CHECK(cudaEventDestroy(stop));
+  const StageTimes times = time_stage(*stage, problem, stream, kWarmup, kIterations);
   CUDA_CHECK(cudaStreamDestroy(stream));
+  std::size_t run = 0;
+  for (auto _ : state) {  // Google Benchmark's iterations report the passes timed above
+    state.SetIterationTime(times.total.runs_ms[run++ % times.total.runs_ms.size()] * 1e-3);
+  }
 
-  const TimingStats stats = summarize_runs(runs_ms);
+  const TimingStats& stats = times.total;
   state.counters["hidden"] = size.hidden;
   state.counters["input_size"] = size.input_size;
   state.counters["batch"] = size.batch;
@@ -173,8 +140,12 @@ void bench_forward(benchmark::State& state, const StageInfo& info, const Config&
   state.counters["median_ms"] = stats.median_ms;
   state.counters["min_ms"] = stats.min_ms;
   state.counters["max_ms"] = stats.max_ms;
-  state.counters["tflops"] = tflops(size, stats.median_ms);
+  state.counters["tflops"] = tflops(size, kind, stats.median_ms);
   state.counters["us_per_step_layer"] = us_per_step_layer(size, stats.median_ms);
+  if (times.forward && times.backward) {
+    state.counters["forward_ms"] = times.forward->median_ms;
+    state.counters["backward_ms"] = times.backward->median_ms;
+  }
 }
 
 void bench_fp32_peak(benchmark::State& state) {
@@ -257,13 +228,14 @@ int main(int argc, char** argv) {
           ->Unit(benchmark::kMicrosecond);
     }
     // Configuration-major order: each configuration's data is generated once for all of them.
-    static const std::vector<Config> configs = standard_configs();
     static const std::vector<StageInfo> impls = implementations();
-    for (const Config& config : configs) {
+    for (const StandardConfig& config : standard_configs()) {
       for (const StageInfo& impl : impls) {
         benchmark::RegisterBenchmark(
             (impl.name + "/" + config_name(config)).c_str(),
-            [&impl, &config](benchmark::State& state) { bench_forward(state, impl, config); })
+            [&impl, &config](benchmark::State& state) {
+              bench_implementation(state, impl, config);
+            })
             ->UseManualTime()
             ->Iterations(kIterations)
             ->Unit(benchmark::kMillisecond);

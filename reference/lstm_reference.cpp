@@ -238,4 +238,15 @@ ReferenceOutputs reference_forward(const LstmParams& params, int steps) {
   return outputs;
 }
 
+int reference_steps(const ProblemSize& size) {
+  const double flops = size.flop_count();
+  if (flops <= kReferenceFlopBudget) return size.seq_len;
+  const int steps = static_cast<int>(std::floor(size.seq_len * kReferenceFlopBudget / flops));
+  return std::max(1, steps);
+}
+
+bool training_reference_fits(const ProblemSize& size) {
+  return size.training_flop_count() <= kReferenceFlopBudget;
+}
+
 }  // namespace lstm

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/lstm_data.h"
+#include "core/problem_size.h"
 
 namespace lstm {
 
@@ -24,5 +25,17 @@ struct ReferenceOutputs {
 ///               `steps` (y is causal, so its first steps are exact; hy and cy then describe
 ///               step `steps`-1, not the end of the sequence)
 ReferenceOutputs reference_forward(const LstmParams& params, int steps = 0);
+
+/// Double-precision FLOPs the reference may spend on one check (a few seconds on a 16-core CPU).
+/// A forward check above it compares only a prefix of the sequence; a training check above it
+/// compares no gradient (they depend on every step), and says so.
+constexpr double kReferenceFlopBudget = 2.5e11;
+
+/// Time steps the forward reference computes for `size`: all T, or the longest prefix within
+/// kReferenceFlopBudget (at least 1).
+int reference_steps(const ProblemSize& size);
+
+/// Whether the training reference (forward and backward over every step) fits the budget.
+bool training_reference_fits(const ProblemSize& size);
 
 }  // namespace lstm

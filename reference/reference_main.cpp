@@ -57,7 +57,10 @@ int main(int argc, char** argv) {
     std::string save_dir;
     bool no_reference = false;
     const lstm::RunOptions options =
-        lstm::parse_command_line(argc, argv, "lstm_reference", [&](CLI::App& app) {
+        lstm::parse_command_line(argc, argv, "lstm_reference",
+                                 "The CPU reference LSTM forward pass in double precision (no GPU "
+                                 "needed).",
+                                 [&](CLI::App& app) {
           app.add_option("--save-inputs", save_dir,
                          "write the inputs and parameters (x, h0, c0, weights, biases; the "
                          "--load layout) into DIR");

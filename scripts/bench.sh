@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# Measures every stage, every cuDNN algorithm and PyTorch's nn.LSTM over DESIGN.md's standard
-# configurations (canonical, batch sweep, hidden sweep) on this machine's GPU, in one session:
+# Measures every stage, every cuDNN algorithm and PyTorch's nn.LSTM over the standard
+# configurations (common/standard_configs.json, listed by build/bin/lstm_configs) on this
+# machine's GPU, in one session:
 #   DIR/bench.json      Google Benchmark JSON from build/bin/lstm_bench (with the environment)
 #   DIR/pytorch.jsonl   one record per configuration from baselines/pytorch/lstm_pytorch.py,
-#                       checked against the CPU reference where that takes at most ~10 s
+#                       checked against the CPU reference where the whole sequence fits the
+#                       reference's budget (the same budget the stages' checks use)
 #
 # usage: scripts/bench.sh [DIR]   (default results/local/<gpu>; environment: BUILD_DIR,
 #        PYTORCH_PYTHON = the python that has torch, default python3)
@@ -22,27 +24,21 @@ echo "bench: lstm_bench -> $dir/bench.json"
 "$build/bin/lstm_bench" --benchmark_out="$dir/bench.json" --benchmark_out_format=json
 
 echo "bench: PyTorch nn.LSTM -> $dir/pytorch.jsonl"
-configs=("512 64 100 4")
-for hidden in 512 1024; do
-  for batch in 1 2 4 8 16 32 64 128 256; do configs+=("$hidden $batch 100 1"); done
-done
-for hidden in 256 512 1024 2048; do configs+=("$hidden 64 100 4"); done
 data=$(mktemp -d)
 trap 'rm -rf "$data"' EXIT
-for config in "${configs[@]}"; do
-  read -r hidden batch seq layers <<<"$config"
-  flags=(--hidden "$hidden" --batch "$batch" --seq "$seq" --layers "$layers")
-  flop=$((2 * layers * seq * batch * 8 * hidden * hidden))
-  rm -rf "${data:?}"/*
-  if ((flop <= 500000000000)); then  # the reference takes ~10 s per 5e11 FLOP on 16 cores
-    "$build/bin/lstm_reference" "${flags[@]}" --save-inputs "$data" --dump "$data" >/dev/null
-    "$python" baselines/pytorch/lstm_pytorch.py --load "$data" --check-dir "$data" \
+"$build/bin/lstm_configs" >"$data/configs.txt"
+while read -r group hidden input_size batch seq layers flop reference_steps; do
+  flags=(--hidden "$hidden" --input-size "$input_size" --batch "$batch" --seq "$seq" --layers "$layers")
+  rm -rf "${data:?}/problem"
+  if ((reference_steps == seq)); then  # the reference covers every step: check PyTorch against it
+    "$build/bin/lstm_reference" "${flags[@]}" --save-inputs "$data/problem" --dump "$data/problem" >/dev/null
+    "$python" baselines/pytorch/lstm_pytorch.py --load "$data/problem" --check-dir "$data/problem" \
       --json "$dir/pytorch.jsonl" | grep -E "^(time|check|Disposition|pytorch)"
   else
-    "$build/bin/lstm_reference" "${flags[@]}" --save-inputs "$data" --no-reference >/dev/null
-    echo "check: skipped for ${flags[*]} (the CPU reference would take over 10 s)"
-    "$python" baselines/pytorch/lstm_pytorch.py --load "$data" --no-check \
+    "$build/bin/lstm_reference" "${flags[@]}" --save-inputs "$data/problem" --no-reference >/dev/null
+    echo "check: skipped for $group ${flags[*]} ($flop FLOP: over the CPU reference's budget)"
+    "$python" baselines/pytorch/lstm_pytorch.py --load "$data/problem" --no-check \
       --json "$dir/pytorch.jsonl" | grep -E "^(time|Disposition|pytorch)"
   fi
-done
+done <"$data/configs.txt"
 echo "bench: done; results in $dir"

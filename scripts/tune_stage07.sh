@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Times stage 07 with the planner's choice and with pinned plans (LSTM07_WEIGHTS, LSTM07_INPUT,
-# LSTM07_PLAN=tile,threads,groups)
+# Times stage 07 with the planner's choice and with pinned plans (its flags --weights, --input,
+# --plan tile,threads,groups)
 # over the shapes its targets name, so that the planner's cost model can be checked against the
 # GPU. Unchecked runs (the checks are gpu_check.sh's job); one line per (shape, plan).
 #
@@ -24,15 +24,14 @@ for shape in "${shapes[@]}"; do
   read -r hidden batch layers <<<"$shape"
   printf '%-16s' "$hidden $batch $layers" | tee -a "$out/tune.txt"
   for plan in "${plans[@]}"; do
-    plan_env="" weights_env="" input_env="" trace=""
+    pins=()
     case $plan in
-      auto) trace=1 ;;
-      reg+gemm) weights_env=registers input_env=gemm ;;
-      shared) weights_env=shared ;;
-      *) plan_env=$plan ;;
+      auto) pins=(--trace) ;;
+      reg+gemm) pins=(--weights registers --input gemm) ;;
+      shared) pins=(--weights shared) ;;
+      *) pins=(--plan "$plan") ;;
     esac
-    line=$(LSTM07_PLAN=$plan_env LSTM07_WEIGHTS=$weights_env LSTM07_INPUT=$input_env LSTM07_VERBOSE=1 \
-      LSTM07_TRACE=$trace timeout 60 "$build/bin/lstm_07_persistent" \
+    line=$(timeout 60 "$build/bin/lstm_forward_07_persistent" --verbose "${pins[@]}" \
       --hidden "$hidden" --batch "$batch" --seq 100 --layers "$layers" --no-check \
       --json "$out/tune.jsonl" 2>&1)
     echo "== $shape plan=$plan" >>"$out/tune.log"

@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
-#include "harness/cuda_utils.h"
-#include "harness/checked_run.h"
 #include "core/problem_size.h"
+#include "harness/checked_run.h"
+#include "harness/cuda_utils.h"
 
 namespace lstm::testing {
 
@@ -35,26 +35,36 @@ inline const std::vector<Shape>& odd_shapes() {
   return list;
 }
 
-/// Runs `stage` (named `name` in messages) on `params` twice; the second run must repeat the
-/// first bit for bit (a stage must not depend on state left by an earlier forward, and its
-/// reduction order must be fixed). Returns the outputs of the first run.
-inline LstmOutputs run_twice(Stage& stage, const LstmParams& params, const std::string& name) {
-  cudaDeviceProp prop{};
-  CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
-  const std::string unsupported = stage.unsupported_reason(params.size, prop);
-  EXPECT_EQ(unsupported, "") << name << " refuses " << params.size.describe();
-  DeviceProblem problem(params);
-  stage.prepare(problem.tensors());
+/// Prepares `stage` for `params` (a training problem with `upstream`) and runs it twice through
+/// the harness's checked run; the second run must repeat the first bit for bit in every output
+/// (a stage must not depend on state left by an earlier pass, and its reduction order must be
+/// fixed). Returns the outputs of the first run.
+inline std::vector<OutputTensor> run_twice(Stage& stage, const LstmParams& params,
+                                           const std::string& name,
+                                           const UpstreamGradients* upstream = nullptr) {
+  DeviceProblem problem(params, upstream);
+  const std::string refused = prepare_stage(stage, problem);
+  EXPECT_EQ(refused, "") << name << " refuses " << params.size.describe();
+  if (!refused.empty()) return {};
   cudaStream_t stream;
   CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-  const LstmOutputs first = run_forward_for_check(stage, problem, stream);
-  const LstmOutputs second = run_forward_for_check(stage, problem, stream);
+  const std::vector<OutputTensor> first = run_for_check(stage, problem, stream);
+  const std::vector<OutputTensor> second = run_for_check(stage, problem, stream);
   CUDA_CHECK(cudaStreamDestroy(stream));
-  EXPECT_EQ(0, std::memcmp(first.y.data(), second.y.data(), first.y.size() * sizeof(float)))
-      << name << ": a second forward pass gave different y";
-  EXPECT_EQ(0, std::memcmp(first.cy.data(), second.cy.data(), first.cy.size() * sizeof(float)))
-      << name << ": a second forward pass gave different cy";
+  for (std::size_t i = 0; i < first.size(); ++i) {
+    EXPECT_EQ(0, std::memcmp(first[i].values.data(), second[i].values.data(),
+                             first[i].values.size() * sizeof(float)))
+        << name << ": a second pass gave a different " << first[i].name;
+  }
   return first;
+}
+
+/// Runs the CPU reference for `stage`'s kind and checks `outputs` against it with the stage's
+/// bounds.
+inline CheckReport check_against_reference(const Stage& stage, const LstmParams& params,
+                                           const std::vector<OutputTensor>& outputs,
+                                           const UpstreamGradients* upstream = nullptr) {
+  return check_run(stage, outputs, compute_reference(params, stage.kind(), upstream));
 }
 
 }  // namespace lstm::testing

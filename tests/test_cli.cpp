@@ -14,7 +14,7 @@ RunOptions parse(std::vector<std::string> args) {
   std::vector<const char*> argv;
   for (const std::string& arg : args)
     argv.push_back(arg.c_str());
-  return parse_command_line(static_cast<int>(argv.size()), argv.data(), "lstm_test");
+  return parse_command_line(static_cast<int>(argv.size()), argv.data(), "lstm_test", "a test");
 }
 
 /// Parsing `args` must stop with `code` and a message containing `phrase`.

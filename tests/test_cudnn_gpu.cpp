@@ -43,28 +43,23 @@ const std::vector<Shape>& shapes() {
 /// streams, and cuDNN is not ours to fix. Instead each run must pass the check on its own, which
 /// still catches a forward pass that depends on state left by an earlier one. A bitwise
 /// difference is printed, for the record.
-bool run_algo(const StageInfo& info, const LstmParams& params, std::vector<LstmOutputs>* runs,
-              std::string* refused) {
-  std::unique_ptr<Stage> stage = info.make();
+bool run_algo(const StageInfo& info, Stage& stage, const LstmParams& params,
+              std::vector<std::vector<OutputTensor>>* runs, std::string* refused) {
   cudaDeviceProp prop{};
   CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
-  const std::string unsupported = stage->unsupported_reason(params.size, prop);
+  const std::string unsupported = stage.unsupported_reason(params.size, prop);
   EXPECT_EQ(unsupported, "") << info.name << " refuses " << params.size.describe();
   DeviceProblem problem(params);
-  try {
-    stage->prepare(problem.tensors());
-  } catch (const UnsupportedError& error) {
-    *refused = error.what();
-    return false;
-  }
+  *refused = prepare_stage(stage, problem);
+  if (!refused->empty()) return false;
   cudaStream_t stream;
   CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   runs->clear();
-  runs->push_back(run_forward_for_check(*stage, problem, stream));
-  runs->push_back(run_forward_for_check(*stage, problem, stream));
+  runs->push_back(run_for_check(stage, problem, stream));
+  runs->push_back(run_for_check(stage, problem, stream));
   CUDA_CHECK(cudaStreamDestroy(stream));
-  if (std::memcmp(runs->at(0).y.data(), runs->at(1).y.data(),
-                  runs->at(0).y.size() * sizeof(float)) != 0) {
+  if (std::memcmp(runs->at(0)[0].values.data(), runs->at(1)[0].values.data(),
+                  runs->at(0)[0].values.size() * sizeof(float)) != 0) {
     std::cout << "[   INFO   ] " << info.name << " " << params.size.describe()
               << ": the two forward passes differ bitwise in y (each is checked)\n";
   }
@@ -94,13 +89,14 @@ TEST_P(CudnnVsReference, MatchesTheCpuReference) {
   const StageInfo info = algo_info(std::get<0>(GetParam()));
   const Shape& shape = shapes()[std::get<1>(GetParam())];
   const LstmParams params = generate_params(shape.size, 42);
-  std::vector<LstmOutputs> runs;
+  std::unique_ptr<Stage> stage = info.make();
+  std::vector<std::vector<OutputTensor>> runs;
   std::string refused;
-  if (!run_algo(info, params, &runs, &refused)) {
+  if (!run_algo(info, *stage, params, &runs, &refused)) {
     GTEST_SKIP() << info.name << " refused " << shape.size.describe() << ": " << refused;
   }
   for (std::size_t run = 0; run < runs.size(); ++run) {
-    const CheckReport report = check_against_reference(params, runs[run], shape.size.seq_len);
+    const CheckReport report = testing::check_against_reference(*stage, params, runs[run]);
     EXPECT_TRUE(report.passed()) << info.name << " " << shape.size.describe() << ", forward pass "
                                  << run + 1 << "\n"
                                  << report.describe();
@@ -125,22 +121,17 @@ TEST_P(CudnnVsPyTorch, ReproducesThePyTorchFixture) {
   const StageInfo info = algo_info(GetParam());
   const std::string dir = std::string(LSTM_TEST_DATA_DIR) + "/pytorch_fixture";
   const LstmParams params = load_params(dir, {});
-  const LstmOutputs torch = load_outputs(dir, params.size);
-  std::vector<LstmOutputs> runs;
+  std::unique_ptr<Stage> stage = info.make();
+  std::vector<std::vector<OutputTensor>> runs;
   std::string refused;
-  if (!run_algo(info, params, &runs, &refused)) {
+  if (!run_algo(info, *stage, params, &runs, &refused)) {
     GTEST_SKIP() << info.name << " refused the fixture (" << params.size.describe()
                  << "): " << refused;
   }
   // PyTorch's outputs (float64, stored as float32) play the reference here.
-  const std::vector<double> y(torch.y.begin(), torch.y.end());
-  const std::vector<double> hy(torch.hy.begin(), torch.hy.end());
-  const std::vector<double> cy(torch.cy.begin(), torch.cy.end());
-  const ProblemSize& s = params.size;
+  const ReferenceForCheck torch = load_reference(dir, params.size, StageKind::kForward);
   for (std::size_t run = 0; run < runs.size(); ++run) {
-    const LstmOutputs& out = runs[run];
-    const CheckReport report = check_outputs(s.batch, s.hidden, s.layers, s.seq_len, s.seq_len,
-                                             out.y, out.hy, out.cy, y, hy, cy);
+    const CheckReport report = check_run(*stage, runs[run], torch);
     EXPECT_TRUE(report.passed()) << info.name << " vs PyTorch, forward pass " << run + 1 << "\n"
                                  << report.describe();
   }
@@ -169,19 +160,17 @@ TEST(CudnnStandard, SupportsTheCanonicalConfig) {
   const LstmParams params = generate_params(size, 1);
   std::unique_ptr<Stage> stage = cudnn::make(cudnn::Algo::kStandard);
   DeviceProblem problem(params);
-  try {
-    stage->prepare(problem.tensors());
-  } catch (const UnsupportedError& error) {
-    FAIL() << "cudnn_standard refuses the canonical config " << size.describe() << ": "
-           << error.what();
-  }
+  const std::string refused = prepare_stage(*stage, problem);
+  ASSERT_EQ(refused, "") << "cudnn_standard refuses the canonical config " << size.describe();
   cudaStream_t stream;
   CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-  const LstmOutputs outputs = run_forward_for_check(*stage, problem, stream);  // poisons first
+  const auto outputs = run_for_check(*stage, problem, stream);  // poisons first
   CUDA_CHECK(cudaStreamDestroy(stream));
-  EXPECT_EQ(count_nonfinite(outputs.y), 0u) << "y has NaN/Inf (unwritten) elements";
-  EXPECT_EQ(count_nonfinite(outputs.hy), 0u) << "hy has NaN/Inf (unwritten) elements";
-  EXPECT_EQ(count_nonfinite(outputs.cy), 0u) << "cy has NaN/Inf (unwritten) elements";
+  ASSERT_EQ(outputs.size(), 3u);
+  for (const OutputTensor& tensor : outputs) {
+    EXPECT_EQ(count_nonfinite(tensor.values), 0u)
+        << tensor.name << " has NaN/Inf (unwritten) elements";
+  }
 }
 
 }  // namespace

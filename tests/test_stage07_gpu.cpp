@@ -12,11 +12,12 @@
 #include <string>
 #include <vector>
 
-#include "harness/checked_run.h"
 #include "gpu_test_support.h"
+#include "harness/checked_run.h"
+#include "harness/stage_main.h"
 #include "persistent_stage.h"
 
-namespace lstm::stage_07_persistent {
+namespace lstm::LSTM_STAGE_NAMESPACE {  // stage 07's, as its build names it
 namespace {
 
 struct PinnedCase {
@@ -86,8 +87,8 @@ TEST_P(Stage07Pinned, MatchesTheCpuReferenceAndRepeats) {
   }
   const LstmParams params = generate_params(c.size, 7);
   std::unique_ptr<Stage> stage = make_with_plan(c.request);
-  const LstmOutputs first = testing::run_twice(*stage, params, c.label);
-  const CheckReport report = check_against_reference(params, first, c.size.seq_len);
+  const auto first = testing::run_twice(*stage, params, c.label);
+  const CheckReport report = testing::check_against_reference(*stage, params, first);
   EXPECT_TRUE(report.passed()) << c.label << " " << c.size.describe() << "\n" << report.describe();
 }
 
@@ -106,5 +107,19 @@ TEST(Stage07Limits, TooLargeHiddenIsRefusedBeforeLaunchSayingWhatFits) {
   EXPECT_NE(why.find("largest H that fits"), std::string::npos) << why;
 }
 
+TEST(Stage07Flags, PinThePlanLikeTheFactory) {
+  SKIP_WITHOUT_GPU();
+  // The executable's --weights/--input reach the same register plan as a pinned request.
+  std::unique_ptr<Stage> stage = make();
+  apply_stage_flags(*stage, {"--weights", "registers,8", "--input", "gemm"});
+  const ProblemSize size{300, 40, 3, 5, 2};
+  const LstmParams params = generate_params(size, 11);
+  const auto outputs = testing::run_twice(*stage, params, "flags registers,8 gemm");
+  EXPECT_TRUE(testing::check_against_reference(*stage, params, outputs).passed());
+  EXPECT_THROW(apply_stage_flags(*make(), {"--weights", "smem"}), std::invalid_argument);
+  EXPECT_THROW(apply_stage_flags(*make(), {"--plan", "4,256", "--weights", "registers"}),
+               std::invalid_argument);
+}
+
 }  // namespace
-}  // namespace lstm::stage_07_persistent
+}  // namespace lstm::LSTM_STAGE_NAMESPACE

@@ -217,47 +217,31 @@ TEST(Stage07Plan, SmallStagingForcesSeveralChunks) {
   EXPECT_GT(p.chunks, 2);
 }
 
-TEST(Stage07Plan, EnvironmentRequestIsParsedOrRefused) {
-  ASSERT_EQ(setenv("LSTM07_PLAN", "8,256,2", 1), 0);
-  PlanRequest r = plan_request_from_environment();
+TEST(Stage07Plan, FlagsAreParsedOrRefused) {
+  PlanRequest r = parse_plan_request("8,256,2", "", "");
   EXPECT_EQ(r.tile_batch, 8);
   EXPECT_EQ(r.threads, 256);
   EXPECT_EQ(r.batch_groups, 2);
   EXPECT_EQ(r.group_batch, 0);
-  for (const char* bad : {"8,abc", "5", "8,100", "-1", "8,256,x"}) {
-    ASSERT_EQ(setenv("LSTM07_PLAN", bad, 1), 0);
-    EXPECT_THROW(plan_request_from_environment(), std::invalid_argument) << bad;
+  EXPECT_EQ(parse_plan_request("8,,2", "", "").batch_groups, 2);  // an empty field is automatic
+  for (const char* bad : {"8,abc", "5", "8,100", "-1", "8,256,x", "4,256,1,0,9"}) {
+    EXPECT_THROW(parse_plan_request(bad, "", ""), std::invalid_argument) << bad;
   }
-  unsetenv("LSTM07_PLAN");
-  r = plan_request_from_environment();
+  r = parse_plan_request("", "", "");
   EXPECT_EQ(r.tile_batch, 0);
   EXPECT_EQ(r.weights, WeightHome::kAuto);
-  ASSERT_EQ(setenv("LSTM07_WEIGHTS", "registers", 1), 0);
-  EXPECT_EQ(plan_request_from_environment().weights, WeightHome::kRegisters);
-  ASSERT_EQ(setenv("LSTM07_WEIGHTS", "registers,32", 1), 0);
-  r = plan_request_from_environment();
+  EXPECT_EQ(parse_plan_request("", "registers", "").weights, WeightHome::kRegisters);
+  r = parse_plan_request("", "registers,32", "");
   EXPECT_EQ(r.k_per_lane, 32);
   EXPECT_EQ(make_plan(size_of(512, 1), h100(), r).k_per_lane, 32);
-  ASSERT_EQ(setenv("LSTM07_WEIGHTS", "registers,16", 1), 0);
-  EXPECT_THROW(plan_request_from_environment(), std::invalid_argument);
-  ASSERT_EQ(setenv("LSTM07_WEIGHTS", "shared", 1), 0);
-  EXPECT_EQ(plan_request_from_environment().weights, WeightHome::kSharedMemory);
-  unsetenv("LSTM07_WEIGHTS");
-  ASSERT_EQ(setenv("LSTM07_INPUT", "gemm", 1), 0);
-  EXPECT_EQ(plan_request_from_environment().input, InputParts::kGemm);
-  ASSERT_EQ(setenv("LSTM07_INPUT", "kernel", 1), 0);
-  EXPECT_EQ(plan_request_from_environment().input, InputParts::kKernel);
-  ASSERT_EQ(setenv("LSTM07_INPUT", "cublas", 1), 0);
-  EXPECT_THROW(plan_request_from_environment(), std::invalid_argument);
-  unsetenv("LSTM07_INPUT");
-  ASSERT_EQ(setenv("LSTM07_WEIGHTS", "shared", 1), 0);
-  ASSERT_EQ(setenv("LSTM07_WEIGHTS", "smem", 1), 0);
-  EXPECT_THROW(plan_request_from_environment(), std::invalid_argument);
-  ASSERT_EQ(setenv("LSTM07_WEIGHTS", "registers", 1), 0);  // registers + a shared-memory plan
-  ASSERT_EQ(setenv("LSTM07_PLAN", "4,256", 1), 0);
-  EXPECT_THROW(plan_request_from_environment(), std::invalid_argument);
-  unsetenv("LSTM07_PLAN");
-  unsetenv("LSTM07_WEIGHTS");
+  EXPECT_THROW(parse_plan_request("", "registers,16", ""), std::invalid_argument);
+  EXPECT_EQ(parse_plan_request("", "shared", "").weights, WeightHome::kSharedMemory);
+  EXPECT_EQ(parse_plan_request("", "", "gemm").input, InputParts::kGemm);
+  EXPECT_EQ(parse_plan_request("", "", "kernel").input, InputParts::kKernel);
+  EXPECT_THROW(parse_plan_request("", "", "cublas"), std::invalid_argument);
+  EXPECT_THROW(parse_plan_request("", "smem", ""), std::invalid_argument);
+  // registers with a shared-memory plan contradict each other
+  EXPECT_THROW(parse_plan_request("4,256", "registers", ""), std::invalid_argument);
 }
 
 }  // namespace

@@ -15,15 +15,17 @@ namespace {
 
 using testing::Shape;
 
+/// A stage's name as a test name: "forward/00_naive" -> "forward_00_naive".
+std::string safe_name(std::string name) {
+  for (char& c : name)
+    if (c == '/') c = '_';
+  return name;
+}
+
 const std::vector<Shape>& shapes() {
   return testing::odd_shapes();
 }
 
-/// Runs `info` on `params` twice (testing::run_twice) and returns the outputs.
-LstmOutputs run_stage(const StageInfo& info, const LstmParams& params) {
-  std::unique_ptr<Stage> stage = info.make();
-  return testing::run_twice(*stage, params, info.name);
-}
 
 class StageVsReference : public ::testing::TestWithParam<std::tuple<std::size_t, std::size_t>> {};
 
@@ -32,15 +34,21 @@ TEST_P(StageVsReference, MatchesTheCpuReference) {
   const StageInfo& info = all_stages()[std::get<0>(GetParam())];
   const Shape& shape = shapes()[std::get<1>(GetParam())];
   const LstmParams params = generate_params(shape.size, 42);
-  const LstmOutputs outputs = run_stage(info, params);
-  const CheckReport report = check_against_reference(params, outputs, shape.size.seq_len);
+  std::unique_ptr<Stage> stage = info.make();
+  const UpstreamGradients upstream = generate_upstream(shape.size, 43);
+  const bool training = stage->kind() == StageKind::kTraining;
+  const UpstreamGradients* given = training ? &upstream : nullptr;
+  const auto outputs = testing::run_twice(*stage, params, info.name, given);
+  const CheckReport report = testing::check_against_reference(*stage, params, outputs, given);
   EXPECT_TRUE(report.passed()) << info.name << " " << shape.size.describe() << "\n"
                                << report.describe();
-  EXPECT_EQ(report.tensors.size(), 3u);  // y, hy and cy all compared
+  // every output compared: y, hy and cy (and every gradient of a training pass)
+  EXPECT_EQ(report.tensors.size(), output_layouts(shape.size, stage->kind()).size());
+  EXPECT_TRUE(report.not_checked.empty()) << report.describe();
 }
 
 std::string case_name(const ::testing::TestParamInfo<StageVsReference::ParamType>& info) {
-  return "stage_" + all_stages()[std::get<0>(info.param)].name + "_" +
+  return safe_name(all_stages()[std::get<0>(info.param)].name) + "_" +
          shapes()[std::get<1>(info.param)].label;
 }
 
@@ -56,22 +64,20 @@ TEST_P(StageVsPyTorch, ReproducesThePyTorchFixture) {
   const StageInfo& info = all_stages()[GetParam()];
   const std::string dir = std::string(LSTM_TEST_DATA_DIR) + "/pytorch_fixture";
   const LstmParams params = load_params(dir, {});
-  const LstmOutputs torch = load_outputs(dir, params.size);
-  const LstmOutputs outputs = run_stage(info, params);
+  std::unique_ptr<Stage> stage = info.make();
+  if (stage->kind() != StageKind::kForward) GTEST_SKIP() << "the forward fixture";
+  const auto outputs = testing::run_twice(*stage, params, info.name);
   // PyTorch's outputs (float64, stored as float32) play the reference here.
-  const std::vector<double> y(torch.y.begin(), torch.y.end());
-  const std::vector<double> hy(torch.hy.begin(), torch.hy.end());
-  const std::vector<double> cy(torch.cy.begin(), torch.cy.end());
-  const ProblemSize& s = params.size;
-  const CheckReport report = check_outputs(s.batch, s.hidden, s.layers, s.seq_len, s.seq_len,
-                                           outputs.y, outputs.hy, outputs.cy, y, hy, cy);
+  const CheckReport report =
+      check_run(*stage, outputs, load_reference(dir, params.size, StageKind::kForward));
   EXPECT_TRUE(report.passed()) << info.name << " vs PyTorch\n" << report.describe();
+  EXPECT_EQ(report.tensors.size(), 3u);
 }
 
 INSTANTIATE_TEST_SUITE_P(AllStages, StageVsPyTorch,
                          ::testing::Range<std::size_t>(0, all_stages().size()),
                          [](const ::testing::TestParamInfo<std::size_t>& info) {
-                           return "stage_" + all_stages()[info.param].name;
+                           return safe_name(all_stages()[info.param].name);
                          });
 
 }  // namespace

@@ -1,5 +1,6 @@
-// The output check (common/validate.h) must catch what a broken stage produces: NaN, elements
-// never written (poisoned), a single perturbed element, and all-zero output.
+// The check (common/core/check.h) must catch what a broken implementation produces: NaN,
+// elements never written (poisoned), a single perturbed element, all-zero output, a missing
+// tensor; each tensor against its own bound, the worst element of the worst tensor reported.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -8,6 +9,7 @@
 #include <vector>
 
 #include "core/check.h"
+#include "core/named_tensor.h"
 
 namespace lstm {
 namespace {
@@ -37,9 +39,37 @@ Outputs matching_outputs() {
   return o;
 }
 
-CheckReport check(const Outputs& o, int steps_checked = kT) {
+const ProblemSize kSize{kH, kH, kB, kT, kL};
+
+/// The outputs as named tensors (output_layouts' names and shapes).
+std::vector<OutputTensor> named(const Outputs& o) {
+  std::vector<OutputTensor> tensors = output_layouts(kSize, StageKind::kForward);
+  tensors[0].values = o.y;
+  tensors[1].values = o.hy;
+  tensors[2].values = o.cy;
+  return tensors;
+}
+
+/// The references; with `steps_checked` < T only y's first steps, as compute_reference does.
+std::vector<ReferenceTensor> references(const Outputs& o, int steps_checked = kT) {
+  const std::vector<OutputTensor> layouts = output_layouts(kSize, StageKind::kForward);
   std::vector<double> y_ref(o.y_ref.begin(), o.y_ref.begin() + steps_checked * kB * kH);
-  return check_outputs(kB, kH, kL, kT, steps_checked, o.y, o.hy, o.cy, y_ref, o.hy_ref, o.cy_ref);
+  std::vector<ReferenceTensor> refs = {{"y", {std::size_t(steps_checked), kB, kH}, layouts[0].axes, y_ref}};
+  if (steps_checked == kT) {
+    refs.push_back({"hy", layouts[1].shape, layouts[1].axes, o.hy_ref});
+    refs.push_back({"cy", layouts[2].shape, layouts[2].axes, o.cy_ref});
+  }
+  return refs;
+}
+
+Tolerance fp32_bound(const std::string&) {
+  return default_tolerance(Precision::kFp32);
+}
+
+CheckReport check(const Outputs& o, int steps_checked = kT) {
+  std::vector<std::string> notes;
+  if (steps_checked < kT) notes.push_back("y compared for a prefix; hy and cy NOT checked");
+  return check_tensors(named(o), references(o, steps_checked), fp32_bound, notes);
 }
 
 TEST(Validate, MatchingOutputsPass) {
@@ -117,6 +147,63 @@ TEST(Validate, PrefixCheckSaysWhatWasNotChecked) {
 
 TEST(Validate, EmptyReportDoesNotPass) {
   EXPECT_FALSE(CheckReport{}.passed());
+}
+
+TEST(Validate, EachTensorHasItsOwnBound) {
+  Outputs o = matching_outputs();
+  o.cy[3] += 5e-4f;  // fails the FP32 bound of 1e-4, passes a looser one
+  const auto loose_cy = [](const std::string& name) {
+    return name == "cy" ? Tolerance{1e-3, 1e-3} : default_tolerance(Precision::kFp32);
+  };
+  const CheckReport strict = check_tensors(named(o), references(o), fp32_bound);
+  const CheckReport loose = check_tensors(named(o), references(o), loose_cy);
+  EXPECT_FALSE(strict.passed());
+  EXPECT_TRUE(loose.passed()) << loose.describe();
+  EXPECT_EQ(loose.tensors[2].bound.max_absolute, 1e-3);
+  EXPECT_NE(loose.describe().find("(bound 0.001, 0.001)"), std::string::npos) << loose.describe();
+}
+
+TEST(Validate, WorstElementOfTheWorstTensorIsReported) {
+  Outputs o = matching_outputs();
+  o.y[4] += 2e-4f;   // twice y's bound
+  o.hy[6] += 9e-4f;  // nine times hy's bound: the worst tensor
+  const CheckReport report = check(o);
+  ASSERT_NE(report.worst(), nullptr);
+  EXPECT_EQ(report.worst()->name, "hy");
+  EXPECT_NE(report.describe().find("worst element hy[layer=0, b=1, j=1]"), std::string::npos)
+      << report.describe();
+}
+
+TEST(Validate, MissingTensorFailsAndIsNamed) {
+  const Outputs o = matching_outputs();
+  std::vector<OutputTensor> outputs = named(o);
+  outputs.pop_back();  // no cy
+  const CheckReport report = check_tensors(outputs, references(o), fp32_bound);
+  EXPECT_FALSE(report.passed());
+  EXPECT_TRUE(report.tensors[2].missing);
+  EXPECT_NE(report.describe().find("check cy: FAIL  not produced"), std::string::npos)
+      << report.describe();
+}
+
+TEST(Validate, GradientTensorsAreNamedLikePyTorch) {
+  const std::vector<OutputTensor> layouts = output_layouts(ProblemSize{3, 2, 1, 4, 2}, StageKind::kTraining);
+  std::vector<std::string> names;
+  for (const OutputTensor& t : layouts) names.push_back(t.name);
+  const std::vector<std::string> expected = {
+      "y", "hy", "cy", "dx", "dh0", "dc0", "grad_weight_ih_l0", "grad_weight_hh_l0",
+      "grad_bias_ih_l0", "grad_bias_hh_l0", "grad_weight_ih_l1", "grad_weight_hh_l1",
+      "grad_bias_ih_l1", "grad_bias_hh_l1"};
+  EXPECT_EQ(names, expected);
+  EXPECT_EQ(layouts[3].shape, (std::vector<std::size_t>{4, 1, 2}));    // dx: (T, B, I)
+  EXPECT_EQ(layouts[6].shape, (std::vector<std::size_t>{12, 2}));      // (4H, I) for layer 0
+  EXPECT_EQ(layouts[10].shape, (std::vector<std::size_t>{12, 3}));     // (4H, H) after
+}
+
+TEST(Validate, ReducedPrecisionHasNoDefaultBound) {
+  EXPECT_THROW(default_tolerance(Precision::kBf16), std::invalid_argument);
+  EXPECT_EQ(default_tolerance(Precision::kFp32).max_relative_norm, 1e-5);
+  EXPECT_STREQ(precision_name(Precision::kFp16), "fp16");
+  EXPECT_STREQ(kind_name(StageKind::kTraining), "training");
 }
 
 }  // namespace

@@ -418,7 +418,7 @@ std::unique_ptr<Stage> make(Algo algo) {
 }
 
 StageInfo stage_info(Algo algo) {
-  return {"cudnn_" + algo_name(algo), [algo] { return make(algo); }};
+  return {"cudnn_" + algo_name(algo), "", [algo] { return make(algo); }};
 }
 
 }  // namespace lstm::baseline_cudnn

@@ -1,4 +1,4 @@
-// lstm_cudnn: the cuDNN baseline's executable. The shared harness (common/stage_main.h) runs
+// lstm_cudnn: the cuDNN baseline's executable. The shared harness (common/harness/stage_main.h) runs
 // cuDNN's LSTM with one algorithm, or with each in turn (--algo all, the default) on the same
 // data, and names the fastest. An algorithm that cuDNN refuses for the sizes given is reported
 // as unsupported (with cuDNN's reason) and the others go on.
@@ -25,12 +25,17 @@ int main(int argc, char** argv) {
         ->capture_default_str();
   };
   const auto select = [&algo] {
-    std::vector<lstm::StageInfo> stages;
+    std::vector<lstm::Implementation> implementations;
     for (cudnn::Algo each : cudnn::all_algos()) {
-      if (algo == "all" || algo == cudnn::algo_name(each))
-        stages.push_back(cudnn::stage_info(each));
+      if (algo == "all" || algo == cudnn::algo_name(each)) {
+        const lstm::StageInfo info = cudnn::stage_info(each);
+        implementations.push_back({info.name, info.series, info.make()});
+      }
     }
-    return stages;
+    return implementations;
   };
-  return lstm::harness_main(argc, argv, "lstm_cudnn", extra, select, lstm::Unsupported::kSkip);
+  return lstm::harness_main(argc, argv, "lstm_cudnn",
+                            "cuDNN's LSTM forward pass (C API, FP32 FMA math, no TF32), every "
+                            "algorithm or one, checked against a CPU reference.",
+                            extra, select, lstm::Unsupported::kSkip);
 }

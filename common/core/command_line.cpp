@@ -2,40 +2,16 @@
 
 #include <CLI/CLI.hpp>
 
-#include <climits>
 #include <sstream>
 
 namespace lstm {
 
-void validate_problem_size(const ProblemSize& size) {
-  if (size.hidden <= 0 || size.input_size <= 0 || size.batch <= 0 || size.seq_len <= 0 ||
-      size.layers <= 0) {
-    throw std::invalid_argument("every size must be positive (" + size.describe() + ")");
-  }
-  const long long H = size.hidden, I = size.input_size, B = size.batch, T = size.seq_len;
-  auto require = [](long long value, const char* what) {
-    if (value > INT_MAX) {
-      std::ostringstream text;
-      text << what << " = " << value << " exceeds " << INT_MAX
-           << ", the largest dimension cuBLAS and the kernels index with int";
-      throw std::invalid_argument(text.str());
-    }
-  };
-  require(4 * H, "4*H (rows of the gate matrix)");
-  require(4 * H * B, "4*H*B (gate values of one step)");
-  require(T * B, "T*B (columns of a layer's input GEMM)");
-  require(4 * H * (I > H ? I : H), "4*H*max(I,H) (elements of one weight matrix)");
-  count_tensors(size);  // no tensor's element or byte count may overflow
-}
-
 RunOptions parse_command_line(int argc, const char* const* argv, const std::string& program,
-                              const ExtraOptions& extra) {
+                              const std::string& description, const ExtraOptions& extra) {
   RunOptions options;
   int hidden = 0, input_size = 0, batch = 0, seq_len = 0, layers = 0;
 
-  CLI::App app{"LSTM forward pass (" + program +
-                   "): FP32, PyTorch nn.LSTM semantics, checked against a CPU reference.",
-               program};
+  CLI::App app{description, program};
   app.add_option("--hidden", hidden, "H, hidden units per layer [default 512]")
       ->check(CLI::PositiveNumber);
   app.add_option("--input-size", input_size, "I, input features of layer 0 [default: H]")
@@ -43,10 +19,10 @@ RunOptions parse_command_line(int argc, const char* const* argv, const std::stri
   app.add_option("--batch", batch, "B, batch size [default 64]")->check(CLI::PositiveNumber);
   app.add_option("--seq", seq_len, "T, time steps [default 100]")->check(CLI::PositiveNumber);
   app.add_option("--layers", layers, "L, stacked layers [default 4]")->check(CLI::PositiveNumber);
-  app.add_option("--iters", options.iters, "timed forward passes")
+  app.add_option("--iters", options.iters, "timed passes")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
-  app.add_option("--warmup", options.warmup, "untimed forward passes before timing")
+  app.add_option("--warmup", options.warmup, "untimed passes before timing")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   app.add_option("--seed", options.seed, "seed of the generated parameters and inputs")
@@ -57,7 +33,7 @@ RunOptions parse_command_line(int argc, const char* const* argv, const std::stri
                  "read parameters and inputs (.npy, PyTorch names) from DIR; sizes come from "
                  "the files")
       ->check(CLI::ExistingDirectory);
-  app.add_option("--dump", options.dump_dir, "write y.npy, hy.npy, cy.npy into DIR");
+  app.add_option("--dump", options.dump_dir, "write y.npy, hy.npy, cy.npy (and, for a training pass, every gradient) into DIR");
   app.add_option("--json", options.json_path, "append one JSON result record to FILE");
   if (extra) extra(app);
 

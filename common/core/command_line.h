@@ -1,6 +1,6 @@
 /*! \file config.h
- *  \brief The command line every stage, baseline and the PyTorch script share (DESIGN.md's data
- *         contract), parsed with CLI11.
+ *  \brief The command line every stage, baseline and the PyTorch script share (the data contract
+ *         of docs/design.md), parsed with CLI11.
  */
 #pragma once
 
@@ -22,8 +22,8 @@ namespace lstm {
 struct RunOptions {
   ProblemSize size;        ///< sizes (defaults: the canonical config H=512 B=64 T=100 L=4, I=H)
   SizeFlags given;         ///< the sizes given explicitly (with --load they must match the files)
-  int iters = 20;          ///< timed forward passes
-  int warmup = 3;          ///< untimed forward passes before them
+  int iters = 20;          ///< timed passes
+  int warmup = 3;          ///< untimed passes before them
   std::uint64_t seed = 1;  ///< seed of the generated data
   bool check = true;       ///< compare with the CPU reference (false with --no-check)
   std::string load_dir;    ///< --load DIR, empty if not given
@@ -47,14 +47,10 @@ class CliExit : public std::exception {
 /// Adds a program's own flags to the shared ones (e.g. the cuDNN baseline's --algo).
 using ExtraOptions = std::function<void(CLI::App&)>;
 
-/// Parses the shared command line of `program` (a stage or a baseline), plus `extra` flags.
+/// Parses the shared command line of `program` (a stage or a baseline), plus `extra` flags;
+/// `description` heads --help.
 /// \throws CliExit for --help (code 0) and for any bad flag or value (code 2, message says why).
 RunOptions parse_command_line(int argc, const char* const* argv, const std::string& program,
-                              const ExtraOptions& extra = {});
-
-/// Checks sizes beyond positivity: element counts must not overflow, and every GEMM dimension and
-/// kernel index must fit cuBLAS's and CUDA's 32-bit ints.
-/// \throws std::invalid_argument with a message naming the size and the limit.
-void validate_problem_size(const ProblemSize& size);
+                              const std::string& description, const ExtraOptions& extra = {});
 
 }  // namespace lstm

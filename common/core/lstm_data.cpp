@@ -6,7 +6,6 @@
 #include <sstream>
 #include <stdexcept>
 
-#include "core/command_line.h"
 #include "core/npy.h"
 
 namespace lstm {
@@ -110,6 +109,31 @@ LstmParams generate_params(const ProblemSize& size, std::uint64_t seed) {
     params.layers.push_back(std::move(weights));
   }
   return params;
+}
+
+UpstreamGradients generate_upstream(const ProblemSize& size, std::uint64_t seed) {
+  const TensorCounts counts = count_tensors(size);
+  // Tensor ids 4..6: apart from x, h0, c0 (0..2) and the layers' weights (16 and up).
+  return {uniform_tensor(counts.y, 1.0f, seed, 4), uniform_tensor(counts.state, 1.0f, seed, 5),
+          uniform_tensor(counts.state, 1.0f, seed, 6)};
+}
+
+UpstreamGradients load_upstream(const std::string& dir, const ProblemSize& size,
+                                std::uint64_t seed) {
+  const std::size_t T = size.seq_len, B = size.batch, H = size.hidden, L = size.layers;
+  const char* names[] = {"dy.npy", "dhy.npy", "dcy.npy"};
+  std::string present, absent;
+  for (const char* name : names) {
+    (std::filesystem::exists(join(dir, name)) ? present : absent) += std::string(" ") + name;
+  }
+  if (present.empty()) return generate_upstream(size, seed);
+  if (!absent.empty()) {
+    fail(dir + ": has" + present + " but not" + absent +
+         " (give all three upstream gradients, or none to generate them from the seed)");
+  }
+  return {read_npy_shaped(join(dir, "dy.npy"), {T, B, H}).data,
+          read_npy_shaped(join(dir, "dhy.npy"), {L, B, H}).data,
+          read_npy_shaped(join(dir, "dcy.npy"), {L, B, H}).data};
 }
 
 LstmParams load_params(const std::string& dir, const SizeFlags& flags) {

@@ -1,5 +1,6 @@
 /*! \file params.h
- *  \brief Host-side LSTM parameters, inputs and outputs in PyTorch's layout; generate, load, dump.
+ *  \brief Host-side LSTM parameters, inputs, upstream gradients and outputs in PyTorch's layout:
+ *         generate from a seed, load from and dump to .npy files.
  */
 #pragma once
 
@@ -36,6 +37,13 @@ struct LstmOutputs {
   std::vector<float> cy;  ///< (L, B, H): every layer's final c
 };
 
+/// The upstream gradients of a training pass: what the loss sends back into y, hy and cy.
+struct UpstreamGradients {
+  std::vector<float> dy;   ///< (T, B, H)
+  std::vector<float> dhy;  ///< (L, B, H)
+  std::vector<float> dcy;  ///< (L, B, H)
+};
+
 /// Sizes given explicitly on the command line; with --load each must agree with the files.
 struct SizeFlags {
   std::optional<int> hidden, input_size, batch, seq_len, layers;
@@ -45,6 +53,17 @@ struct SizeFlags {
 /// [-1/sqrt(H), 1/sqrt(H)], x, h0 and c0 uniform in [-1, 1], all from `seed`. Every tensor has
 /// its own stream derived from the seed, so the same seed gives the same tensors in every stage.
 LstmParams generate_params(const ProblemSize& size, std::uint64_t seed);
+
+/// Generates upstream gradients dy, dhy and dcy uniform in [-1, 1] from `seed`, each from its own
+/// stream (independent of generate_params's tensors).
+UpstreamGradients generate_upstream(const ProblemSize& size, std::uint64_t seed);
+
+/// Loads dy.npy (T, B, H), dhy.npy and dcy.npy (L, B, H) from `dir`, or generates all three from
+/// `seed` when none of them is there.
+/// \throws std::runtime_error naming the file for a malformed or wrongly shaped file, or the
+///         missing ones when only some are there.
+UpstreamGradients load_upstream(const std::string& dir, const ProblemSize& size,
+                                std::uint64_t seed);
 
 /// Loads x.npy, h0.npy, c0.npy and weight_ih_l{k}.npy, weight_hh_l{k}.npy, bias_ih_l{k}.npy,
 /// bias_hh_l{k}.npy from `dir`. Sizes come from the files (T, B, I from x; L, H from h0).

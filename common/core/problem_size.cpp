@@ -1,5 +1,6 @@
 #include "core/problem_size.h"
 
+#include <climits>
 #include <limits>
 #include <sstream>
 #include <stdexcept>
@@ -57,7 +58,36 @@ TensorCounts count_tensors(const ProblemSize& s) {
   elements = checked_add(elements, checked_mul(4, counts.state, "the states"), "the tensors");
   elements = checked_add(elements, counts.parameters, "the tensors");
   counts.bytes = checked_mul(elements, sizeof(float), "the tensors");
+  // dy is as large as y, dx as x, the parameters' gradients as the parameters; dhy, dcy, dh0
+  // and dc0 are four more states.
+  std::size_t gradients = checked_add(counts.y, counts.x, "the gradients");
+  gradients = checked_add(gradients, checked_mul(4, counts.state, "the gradients"), "the gradients");
+  gradients = checked_add(gradients, counts.parameters, "the gradients");
+  counts.training_bytes =
+      checked_add(counts.bytes, checked_mul(gradients, sizeof(float), "the gradients"),
+                  "the training tensors");
   return counts;
+}
+
+void validate_problem_size(const ProblemSize& size) {
+  if (size.hidden <= 0 || size.input_size <= 0 || size.batch <= 0 || size.seq_len <= 0 ||
+      size.layers <= 0) {
+    throw std::invalid_argument("every size must be positive (" + size.describe() + ")");
+  }
+  const long long H = size.hidden, I = size.input_size, B = size.batch, T = size.seq_len;
+  auto require = [](long long value, const char* what) {
+    if (value > INT_MAX) {
+      std::ostringstream text;
+      text << what << " = " << value << " exceeds " << INT_MAX
+           << ", the largest dimension cuBLAS and the kernels index with int";
+      throw std::invalid_argument(text.str());
+    }
+  };
+  require(4 * H, "4*H (rows of the gate matrix)");
+  require(4 * H * B, "4*H*B (gate values of one step)");
+  require(T * B, "T*B (columns of a layer's input GEMM)");
+  require(4 * H * (I > H ? I : H), "4*H*max(I,H) (elements of one weight matrix)");
+  count_tensors(size);  // no tensor's element or byte count may overflow
 }
 
 }  // namespace lstm

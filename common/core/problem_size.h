@@ -1,5 +1,5 @@
 /*! \file problem.h
- *  \brief The sizes of one LSTM forward problem and the arithmetic every report uses.
+ *  \brief The sizes of one LSTM problem, their limits, and the FLOP count every report uses.
  */
 #pragma once
 
@@ -26,8 +26,13 @@ struct ProblemSize {
   /// Input width of layer `layer`: I for layer 0, H after.
   int layer_input_size(int layer) const { return layer == 0 ? input_size : hidden; }
 
-  /// FLOPs as DESIGN.md counts them: sum over layers of 2*T*B*4H*(I_l + H).
+  /// FLOPs of the forward pass: sum over layers of 2*T*B*4H*(I_l + H) (element-wise work is not
+  /// counted).
   double flop_count() const;
+
+  /// FLOPs of a training pass: the forward, then the data gradients and the weight gradients
+  /// (each as many as the forward), so 3 * flop_count().
+  double training_flop_count() const { return 3.0 * flop_count(); }
 
   /// "H=512 I=512 B=64 T=100 L=4", for messages.
   std::string describe() const;
@@ -40,11 +45,19 @@ struct TensorCounts {
   std::size_t y = 0;           ///< (T, B, H)
   std::size_t parameters = 0;  ///< all weights and biases of all layers
   std::size_t bytes = 0;       ///< float32 bytes of all of the above (inputs, parameters, outputs)
+  /// float32 bytes of a training problem: the above, the upstream gradients (dy, dhy, dcy) and
+  /// the gradients (dx, dh0, dc0 and one per parameter)
+  std::size_t training_bytes = 0;
 };
 
 /// Counts the tensors of `size`.
 /// \throws std::invalid_argument if a size is not positive or a count overflows size_t.
 TensorCounts count_tensors(const ProblemSize& size);
+
+/// Checks sizes beyond positivity: element counts must not overflow, and every GEMM dimension and
+/// kernel index must fit cuBLAS's and CUDA's 32-bit ints.
+/// \throws std::invalid_argument with a message naming the size and the limit.
+void validate_problem_size(const ProblemSize& size);
 
 /// Multiplies two sizes, throwing std::overflow_error (naming `what`) on overflow.
 std::size_t checked_mul(std::size_t a, std::size_t b, const char* what);

@@ -4,26 +4,49 @@
 
 #include <fstream>
 #include <iomanip>
+#include <sstream>
 #include <stdexcept>
 
 namespace lstm {
+namespace {
 
-double tflops(const ProblemSize& size, double ms) {
-  return size.flop_count() / (ms * 1e-3) / 1e12;
+nlohmann::json times_json(const TimingStats& t) {
+  return {{"median", t.median_ms}, {"min", t.min_ms}, {"max", t.max_ms}};
+}
+
+}  // namespace
+
+double flop_count(const ProblemSize& size, StageKind kind) {
+  return kind == StageKind::kTraining ? size.training_flop_count() : size.flop_count();
+}
+
+double tflops(const ProblemSize& size, StageKind kind, double ms) {
+  return flop_count(size, kind) / (ms * 1e-3) / 1e12;
 }
 
 double us_per_step_layer(const ProblemSize& size, double ms) {
   return ms * 1e3 / (static_cast<double>(size.seq_len) * size.layers);
 }
 
+std::string describe_run(const RunRecord& record) {
+  return record.stage + "  " + record.size.describe() + "  " + kind_name(record.kind) + " " +
+         precision_name(record.precision);
+}
+
 void print_summary(std::ostream& out, const RunRecord& record, const Environment& env) {
   const TimingStats& t = record.timing;
-  out << std::fixed << std::setprecision(3) << "time " << record.stage << "  "
-      << record.size.describe() << "  " << record.dtype << "  median " << t.median_ms << " ms (min "
-      << t.min_ms << ", max " << t.max_ms << ", " << t.runs_ms.size() << " runs)  "
-      << std::setprecision(2) << tflops(record.size, t.median_ms) << " TFLOP/s  "
-      << std::setprecision(2) << us_per_step_layer(record.size, t.median_ms)
-      << " us/step-layer  on " << env.gpu_name << std::defaultfloat << "\n";
+  out << std::fixed << std::setprecision(3) << "time " << describe_run(record) << "  median "
+      << t.median_ms << " ms (min " << t.min_ms << ", max " << t.max_ms << ", "
+      << t.runs_ms.size() << " runs)  " << std::setprecision(2)
+      << tflops(record.size, record.kind, t.median_ms) << " TFLOP/s  " << std::setprecision(2)
+      << us_per_step_layer(record.size, t.median_ms) << " us/step-layer  on " << env.gpu_name
+      << "\n";
+  if (record.forward && record.backward) {
+    out << std::setprecision(3) << "  of which forward (keeping what backward needs) median "
+        << record.forward->median_ms << " ms, backward median " << record.backward->median_ms
+        << " ms (each timed on its own)\n";
+  }
+  out << std::defaultfloat;
 }
 
 std::string json_record(const RunRecord& record, const Environment& env) {
@@ -32,32 +55,43 @@ std::string json_record(const RunRecord& record, const Environment& env) {
   const TimingStats& t = record.timing;
   json j;
   j["stage"] = record.stage;
+  j["series"] = record.series;
+  j["kind"] = kind_name(record.kind);
+  j["precision"] = precision_name(record.precision);
   j["hidden"] = s.hidden;
   j["input_size"] = s.input_size;
   j["batch"] = s.batch;
   j["seq_len"] = s.seq_len;
   j["layers"] = s.layers;
-  j["dtype"] = record.dtype;
   j["data"] = record.data_source;
-  j["flop"] = s.flop_count();
+  j["flop"] = flop_count(s, record.kind);
   j["warmup"] = record.warmup;
   j["iters"] = t.runs_ms.size();
-  j["ms"] = {{"median", t.median_ms}, {"min", t.min_ms}, {"max", t.max_ms}};
+  j["ms"] = times_json(t);
   j["runs_ms"] = t.runs_ms;
-  j["tflops"] = tflops(s, t.median_ms);
+  if (record.forward && record.backward) {
+    j["phases"] = {{"forward", times_json(*record.forward)},
+                   {"backward", times_json(*record.backward)}};
+  }
+  j["tflops"] = tflops(s, record.kind, t.median_ms);
   j["us_per_step_layer"] = us_per_step_layer(s, t.median_ms);
   if (record.check) {
     json tensors = json::object();
     for (const TensorCheck& c : record.check->tensors) {
-      tensors[c.name] = {{"relative_norm", c.relative_norm},
-                         {"max_absolute", c.max_absolute},
-                         {"nonfinite", c.nonfinite},
-                         {"passed", c.passed}};
+      tensors[c.name] = {
+          {"relative_norm", c.relative_norm},
+          {"max_absolute", c.max_absolute},
+          {"nonfinite", c.nonfinite},
+          {"missing", c.missing},
+          {"passed", c.passed},
+          {"bound",
+           {{"relative_norm", c.bound.max_relative_norm}, {"max_absolute", c.bound.max_absolute}}}};
     }
+    const TensorCheck* worst = record.check->worst();
     j["check"] = {{"performed", true},
                   {"passed", record.check->passed()},
-                  {"steps_checked", record.check->steps_checked},
-                  {"steps_total", record.check->steps_total},
+                  {"not_checked", record.check->not_checked},
+                  {"worst_tensor", worst ? worst->name : ""},
                   {"tensors", tensors}};
   } else {
     j["check"] = {{"performed", false}};

@@ -1,25 +1,16 @@
 #include "harness/device_tensors.h"
 
-#include <algorithm>
-#include <cmath>
-
 namespace lstm {
 
-DeviceProblem::DeviceProblem(const LstmParams& params) {
-  const TensorCounts counts = count_tensors(params.size);
-  tensors_.size = params.size;
+DeviceProblem::DeviceProblem(const LstmParams& params, const UpstreamGradients* upstream) {
+  const ProblemSize& size = params.size;
+  tensors_.size = size;
   x_.upload(params.x);
   h0_.upload(params.h0);
   c0_.upload(params.c0);
-  y_.allocate(counts.y);
-  hy_.allocate(counts.state);
-  cy_.allocate(counts.state);
   tensors_.x = x_.data();
   tensors_.h0 = h0_.data();
   tensors_.c0 = c0_.data();
-  tensors_.y = y_.data();
-  tensors_.hy = hy_.data();
-  tensors_.cy = cy_.data();
   for (const LayerWeights& layer : params.layers) {
     for (const std::vector<float>* host : {&layer.w_ih, &layer.w_hh, &layer.b_ih, &layer.b_hh}) {
       weights_.emplace_back();
@@ -31,44 +22,55 @@ DeviceProblem::DeviceProblem(const LstmParams& params) {
     tensors_.b_ih.push_back(weights_[first + 2].data());
     tensors_.b_hh.push_back(weights_[first + 3].data());
   }
+
+  const StageKind kind = upstream ? StageKind::kTraining : StageKind::kForward;
+  for (const OutputTensor& layout : output_layouts(size, kind)) {
+    outputs_.emplace_back(element_count(layout.shape));
+  }
+  // output_layouts' order: y, hy, cy, then dx, dh0, dc0 and four gradients per layer.
+  tensors_.y = outputs_[0].data();
+  tensors_.hy = outputs_[1].data();
+  tensors_.cy = outputs_[2].data();
+  if (upstream) {
+    dy_.upload(upstream->dy);
+    dhy_.upload(upstream->dhy);
+    dcy_.upload(upstream->dcy);
+    tensors_.dy = dy_.data();
+    tensors_.dhy = dhy_.data();
+    tensors_.dcy = dcy_.data();
+    tensors_.dx = outputs_[3].data();
+    tensors_.dh0 = outputs_[4].data();
+    tensors_.dc0 = outputs_[5].data();
+    for (int layer = 0; layer < size.layers; ++layer) {
+      const std::size_t first = 6 + 4 * static_cast<std::size_t>(layer);
+      tensors_.grad_w_ih.push_back(outputs_[first + 0].data());
+      tensors_.grad_w_hh.push_back(outputs_[first + 1].data());
+      tensors_.grad_b_ih.push_back(outputs_[first + 2].data());
+      tensors_.grad_b_hh.push_back(outputs_[first + 3].data());
+    }
+  }
 }
 
 void DeviceProblem::poison_outputs(cudaStream_t stream) {
   // 0xFF in every byte is a NaN in float32: the check rejects any element left unwritten.
-  CUDA_CHECK(cudaMemsetAsync(y_.data(), 0xFF, y_.bytes(), stream));
-  CUDA_CHECK(cudaMemsetAsync(hy_.data(), 0xFF, hy_.bytes(), stream));
-  CUDA_CHECK(cudaMemsetAsync(cy_.data(), 0xFF, cy_.bytes(), stream));
+  for (DeviceBuffer<float>& output : outputs_) {
+    CUDA_CHECK(cudaMemsetAsync(output.data(), 0xFF, output.bytes(), stream));
+  }
 }
 
-LstmOutputs DeviceProblem::download_outputs() const {
-  return {y_.download(), hy_.download(), cy_.download()};
+std::vector<OutputTensor> DeviceProblem::download_outputs(StageKind kind) const {
+  std::vector<OutputTensor> tensors = output_layouts(tensors_.size, kind);
+  if (tensors.size() > outputs_.size()) {
+    throw std::logic_error("download_outputs: a forward problem has no gradient buffers");
+  }
+  for (std::size_t i = 0; i < tensors.size(); ++i)
+    tensors[i].values = outputs_[i].download();
+  return tensors;
 }
 
-LstmOutputs run_forward_for_check(Stage& stage, DeviceProblem& problem, cudaStream_t stream) {
-  problem.poison_outputs(stream);
-  stage.forward(problem.tensors(), stream);
-  CUDA_CHECK(cudaGetLastError());
-  CUDA_CHECK(cudaStreamSynchronize(stream));
-  CUDA_CHECK(cudaDeviceSynchronize());  // also surfaces errors from any stream the stage used
-  return problem.download_outputs();
-}
-
-int reference_steps(const ProblemSize& size) {
-  const double flops = size.flop_count();
-  if (flops <= kReferenceFlopBudget) return size.seq_len;
-  const int steps = static_cast<int>(std::floor(size.seq_len * kReferenceFlopBudget / flops));
-  return std::max(1, steps);
-}
-
-CheckReport compare_with_reference(const ProblemSize& s, const LstmOutputs& outputs,
-                                   const ReferenceOutputs& reference, const Tolerance& tolerance) {
-  return check_outputs(s.batch, s.hidden, s.layers, s.seq_len, reference.steps, outputs.y,
-                       outputs.hy, outputs.cy, reference.y, reference.hy, reference.cy, tolerance);
-}
-
-CheckReport check_against_reference(const LstmParams& params, const LstmOutputs& outputs, int steps,
-                                    const Tolerance& tolerance) {
-  return compare_with_reference(params.size, outputs, reference_forward(params, steps), tolerance);
+std::size_t DeviceProblem::bytes_needed(const ProblemSize& size, bool training) {
+  const TensorCounts counts = count_tensors(size);
+  return training ? counts.training_bytes : counts.bytes;
 }
 
 void device_memory(std::size_t* free_bytes, std::size_t* total_bytes) {

@@ -1,59 +1,47 @@
-/*! \file device_problem.h
- *  \brief One problem on the device: uploaded inputs and parameters, output buffers, and the
- *         checked run every stage goes through.
+/*! \file device_tensors.h
+ *  \brief One problem on the device: uploaded inputs, parameters (and upstream gradients), the
+ *         buffers an implementation writes, poisoning them and downloading them by name.
  */
 #pragma once
 
-#include <string>
+#include <vector>
 
-#include "harness/cuda_utils.h"
-#include "lstm_reference.h"
 #include "core/lstm_data.h"
+#include "core/named_tensor.h"
+#include "harness/cuda_utils.h"
 #include "harness/stage.h"
-#include "core/check.h"
 
 namespace lstm {
 
 /// Owns the device copies of a problem's inputs, parameters and outputs.
 class DeviceProblem {
  public:
-  /// Uploads `params` and allocates y, hy and cy.
-  explicit DeviceProblem(const LstmParams& params);
+  /// Uploads `params` and allocates y, hy and cy; with `upstream`, a training problem: uploads
+  /// dy, dhy, dcy too and allocates every gradient.
+  explicit DeviceProblem(const LstmParams& params, const UpstreamGradients* upstream = nullptr);
 
-  /// Pointers for the stage.
+  /// Pointers for the implementation.
   const DeviceTensors& tensors() const { return tensors_; }
 
-  /// Fills y, hy and cy with NaN (all bits set), so an element the stage never writes fails.
+  /// Whether the problem holds upstream gradients and gradient buffers.
+  bool is_training() const { return tensors_.dy != nullptr; }
+
+  /// Fills every output buffer with NaN (all bits set), so an element left unwritten fails.
   void poison_outputs(cudaStream_t stream);
 
-  /// Copies y, hy and cy to the host (synchronous).
-  LstmOutputs download_outputs() const;
+  /// Copies the outputs an implementation of `kind` writes to the host (synchronous), named and
+  /// shaped as output_layouts(size, kind).
+  std::vector<OutputTensor> download_outputs(StageKind kind) const;
+
+  /// Device bytes of a problem of `size` (of a training problem, with `training`).
+  static std::size_t bytes_needed(const ProblemSize& size, bool training);
 
  private:
-  DeviceBuffer<float> x_, h0_, c0_, y_, hy_, cy_;
+  DeviceBuffer<float> x_, h0_, c0_, dy_, dhy_, dcy_;
   std::vector<DeviceBuffer<float>> weights_;
+  std::vector<DeviceBuffer<float>> outputs_;  ///< one per output_layouts(size, kind), in order
   DeviceTensors tensors_;
 };
-
-/// Runs one forward pass for checking: poisons the outputs, enqueues stage.forward on `stream`,
-/// waits for the stream (no events, no timing code), checks for errors, downloads the outputs.
-LstmOutputs run_forward_for_check(Stage& stage, DeviceProblem& problem, cudaStream_t stream);
-
-/// The reference costs roughly flop_count() double-precision FLOPs; above this budget only a
-/// prefix of the sequence is checked (a few seconds on a 16-core CPU).
-constexpr double kReferenceFlopBudget = 2.5e11;
-
-/// Time steps the reference computes for `size`: all T, or the longest prefix within the budget.
-int reference_steps(const ProblemSize& size);
-
-/// Compares `outputs` with reference outputs computed for the same parameters.
-CheckReport compare_with_reference(const ProblemSize& size, const LstmOutputs& outputs,
-                                   const ReferenceOutputs& reference,
-                                   const Tolerance& tolerance = {});
-
-/// Runs the CPU reference for `steps` steps (see reference_steps) and compares `outputs` with it.
-CheckReport check_against_reference(const LstmParams& params, const LstmOutputs& outputs, int steps,
-                                    const Tolerance& tolerance = {});
 
 /// Bytes of device memory free now and in total (cudaMemGetInfo).
 void device_memory(std::size_t* free_bytes, std::size_t* total_bytes);

@@ -1,14 +1,17 @@
 #include "harness/stage_main.h"
 
-#include <filesystem>
+#include <CLI/CLI.hpp>
+
+#include <algorithm>
 #include <future>
+#include <filesystem>
 #include <iomanip>
 #include <iostream>
 
-#include "harness/cuda_utils.h"
-#include "harness/checked_run.h"
-#include "harness/device_environment.h"
 #include "core/run_record.h"
+#include "harness/checked_run.h"
+#include "harness/cuda_utils.h"
+#include "harness/device_environment.h"
 
 namespace lstm {
 namespace {
@@ -29,12 +32,22 @@ bool fits_in_memory(const std::string& what, const ProblemSize& size, std::size_
 
 }  // namespace
 
-int run_stages(const RunOptions& options, const std::vector<StageInfo>& stages,
+int run_stages(const RunOptions& options, std::vector<Implementation> implementations,
                Unsupported unsupported) {
-  // 1. Data: generated from the seed, or loaded (sizes then come from the files).
+  const bool training = std::any_of(implementations.begin(), implementations.end(),
+                                    [](const Implementation& implementation) {
+                                      return implementation.stage->kind() == StageKind::kTraining;
+                                    });
+  // 1. Data: generated from the seed, or loaded (sizes then come from the files). A training
+  //    run also needs the upstream gradients (loaded when the folder has them, else generated).
   const LstmParams params = options.load_dir.empty() ? generate_params(options.size, options.seed)
                                                      : load_params(options.load_dir, options.given);
   const ProblemSize& size = params.size;
+  std::optional<UpstreamGradients> upstream;
+  if (training) {
+    upstream = options.load_dir.empty() ? generate_upstream(size, options.seed)
+                                        : load_upstream(options.load_dir, size, options.seed);
+  }
   const std::string data_source = options.load_dir.empty()
                                       ? "generated (seed " + std::to_string(options.seed) + ")"
                                       : "loaded from " + options.load_dir;
@@ -47,72 +60,75 @@ int run_stages(const RunOptions& options, const std::vector<StageInfo>& stages,
   }
   int device = 0;
   CUDA_CHECK(cudaGetDevice(&device));
-  cudaDeviceProp prop{};
-  CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
-  if (!fits_in_memory("the problem", size, count_tensors(size).bytes)) return 1;
+  if (!fits_in_memory("the problem", size, DeviceProblem::bytes_needed(size, training))) return 1;
   const Environment env = collect_environment(device);
 
-  // 3. The CPU reference starts now, on another thread, once for every stage.
-  std::shared_future<ReferenceOutputs> reference;
+  // 3. The CPU reference starts now, on another thread, once for every implementation of a kind.
+  std::shared_future<ReferenceForCheck> forward_reference, training_reference;
   if (options.check) {
-    const int steps = reference_steps(size);
-    reference = std::async(std::launch::async, [&params, steps] {
-                  return reference_forward(params, steps);
-                }).share();
+    auto start = [&](StageKind kind) {
+      return std::async(std::launch::async, [&params, &upstream, kind] {
+               return compute_reference(params, kind, upstream ? &*upstream : nullptr);
+             }).share();
+    };
+    for (const Implementation& implementation : implementations) {
+      const StageKind kind = implementation.stage->kind();
+      std::shared_future<ReferenceForCheck>& reference =
+          kind == StageKind::kTraining ? training_reference : forward_reference;
+      if (!reference.valid()) reference = start(kind);
+    }
   }
-  DeviceProblem problem(params);
+  DeviceProblem problem(params, upstream ? &*upstream : nullptr);
   cudaStream_t stream;
   CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
 
   int status = 0;
   std::string fastest;
   double fastest_ms = 0.0;
-  for (const StageInfo& info : stages) {
-    std::unique_ptr<Stage> stage = info.make();
-    auto report_unsupported = [&](const std::string& reason) {
-      (unsupported == Unsupported::kError ? std::cerr : std::cout)
-          << info.name << ": unsupported for " << size.describe() << ": " << reason << "\n";
-      if (unsupported == Unsupported::kError) status = 1;
-    };
-    const std::string refused = stage->unsupported_reason(size, prop);
-    if (!refused.empty()) {
-      report_unsupported(refused);
-      continue;
-    }
-    if (!fits_in_memory(info.name, size, stage->workspace_bytes(size))) {
-      status = 1;
-      continue;
-    }
-    try {
-      stage->prepare(problem.tensors());  // one-time work, outside every timed region
-    } catch (const UnsupportedError& error) {
-      report_unsupported(error.what());
-      continue;
-    }
-    std::cout << info.name << "  " << size.describe() << "  fp32  " << data_source << "  on "
-              << env.gpu_name << "\n";
-
-    // 4. The checked run: poisoned outputs, no timing code around it.
+  for (Implementation& implementation : implementations) {
+    Stage& stage = *implementation.stage;
     RunRecord record;
-    record.stage = info.name;
+    record.stage = implementation.name;
+    record.series = implementation.series;
+    record.kind = stage.kind();
+    record.precision = stage.precision();
     record.size = size;
     record.data_source = data_source;
     record.warmup = options.warmup;
+
+    const std::string refused = prepare_stage(stage, problem);
+    if (!refused.empty()) {
+      (unsupported == Unsupported::kError ? std::cerr : std::cout)
+          << implementation.name << ": unsupported for " << size.describe() << ": " << refused
+          << "\n";
+      if (unsupported == Unsupported::kError) status = 1;
+      continue;
+    }
+    std::cout << describe_run(record) << "  " << data_source << "  on " << env.gpu_name << "\n";
+
+    // 4. The checked run: poisoned outputs, no timing code around it.
     if (options.check || !options.dump_dir.empty()) {
-      const LstmOutputs outputs = run_forward_for_check(*stage, problem, stream);
+      const std::vector<OutputTensor> outputs = run_for_check(stage, problem, stream);
       if (!options.dump_dir.empty()) {
         const std::string dir =
-            stages.size() == 1 ? options.dump_dir
-                               : (std::filesystem::path(options.dump_dir) / info.name).string();
-        dump_outputs(dir, size, outputs);
-        std::cout << "dump: y.npy, hy.npy, cy.npy written to " << dir << "\n";
+            implementations.size() == 1
+                ? options.dump_dir
+                : (std::filesystem::path(options.dump_dir) / implementation.name).string();
+        dump_tensors(dir, outputs);
+        std::cout << "dump: " << outputs.size() << " tensors (y.npy, hy.npy, cy.npy"
+                  << (record.kind == StageKind::kTraining ? ", dx.npy, ... every gradient" : "")
+                  << ") written to " << dir << "\n";
       }
       if (options.check) {
-        record.check = compare_with_reference(size, outputs, reference.get());
+        const ReferenceForCheck& reference = record.kind == StageKind::kTraining
+                                                 ? training_reference.get()
+                                                 : forward_reference.get();
+        record.check = check_run(stage, outputs, reference);
         std::cout << record.check->describe();
         if (!record.check->passed()) {
-          std::cerr << info.name << ": check FAILED against the CPU reference (FP32 bounds: "
-                    << "rel-norm 1e-5, max-abs 1e-4)\nDisposition: Failed\n";
+          std::cerr << implementation.name << ": check FAILED against the CPU reference ("
+                    << precision_name(record.precision) << " bounds, listed per tensor above)\n"
+                    << "Disposition: Failed\n";
           status = 1;
           continue;
         }
@@ -121,8 +137,10 @@ int run_stages(const RunOptions& options, const std::vector<StageInfo>& stages,
     if (!options.check) std::cout << "check: skipped (--no-check)\n";
 
     // 5. Timed runs.
-    record.timing = time_forward([&](cudaStream_t s) { stage->forward(problem.tensors(), s); },
-                                 stream, options.warmup, options.iters);
+    StageTimes times = time_stage(stage, problem, stream, options.warmup, options.iters);
+    record.timing = std::move(times.total);
+    record.forward = std::move(times.forward);
+    record.backward = std::move(times.backward);
     print_summary(std::cout, record, env);
     if (!options.json_path.empty()) {
       append_json_record(options.json_path, record, env);
@@ -130,12 +148,12 @@ int run_stages(const RunOptions& options, const std::vector<StageInfo>& stages,
     }
     std::cout << "Disposition: " << (options.check ? "Passed" : "Not checked") << "\n";
     if (fastest.empty() || record.timing.median_ms < fastest_ms) {
-      fastest = info.name;
+      fastest = implementation.name;
       fastest_ms = record.timing.median_ms;
     }
   }
   CUDA_CHECK(cudaStreamDestroy(stream));
-  if (stages.size() > 1 && !fastest.empty()) {
+  if (implementations.size() > 1 && !fastest.empty()) {
     std::cout << "fastest: " << fastest << " (" << std::fixed << std::setprecision(3) << fastest_ms
               << " ms median)\n"
               << std::defaultfloat;
@@ -143,10 +161,12 @@ int run_stages(const RunOptions& options, const std::vector<StageInfo>& stages,
   return status;
 }
 
-int harness_main(int argc, char** argv, const std::string& program, const ExtraOptions& extra,
-                 const std::function<std::vector<StageInfo>()>& select, Unsupported unsupported) {
+int harness_main(int argc, char** argv, const std::string& program, const std::string& description,
+                 const ExtraOptions& extra,
+                 const std::function<std::vector<Implementation>()>& select,
+                 Unsupported unsupported) {
   try {
-    const RunOptions options = parse_command_line(argc, argv, program, extra);
+    const RunOptions options = parse_command_line(argc, argv, program, description, extra);
     return run_stages(options, select(), unsupported);
   } catch (const CliExit& exit) {
     (exit.code() == 0 ? std::cout : std::cerr) << exit.message() << "\n";
@@ -157,10 +177,41 @@ int harness_main(int argc, char** argv, const std::string& program, const ExtraO
   }
 }
 
-int stage_main(int argc, char** argv, const StageInfo& stage) {
+std::string program_name(const std::string& stage_name) {
+  std::string program = "lstm_" + stage_name;
+  std::replace(program.begin(), program.end(), '/', '_');
+  return program;
+}
+
+int stage_main(int argc, char** argv, const StageInfo& info) {
+  std::unique_ptr<Stage> stage = info.make();
+  Stage* instance = stage.get();
+  const std::string description =
+      std::string("stage ") + info.name + ": an LSTM " +
+      (instance->kind() == StageKind::kTraining ? "training pass (forward, then backward)"
+                                                : "forward pass") +
+      " in " + precision_name(instance->precision()) +
+      " (PyTorch nn.LSTM semantics), checked against a CPU reference.";
   return harness_main(
-      argc, argv, "lstm_" + stage.name, {}, [&] { return std::vector{stage}; },
+      argc, argv, program_name(info.name), description,
+      [instance](CLI::App& app) { instance->add_flags(app); },
+      [&] {
+        std::vector<Implementation> implementations;
+        implementations.push_back({info.name, info.series, std::move(stage)});
+        return implementations;
+      },
       Unsupported::kError);
+}
+
+void apply_stage_flags(Stage& stage, const std::vector<std::string>& flags) {
+  CLI::App app{"stage flags", "stage"};
+  stage.add_flags(app);
+  std::vector<std::string> reversed(flags.rbegin(), flags.rend());  // CLI11 parses from the back
+  try {
+    app.parse(reversed);
+  } catch (const CLI::ParseError& error) {
+    throw std::invalid_argument(std::string("stage flags: ") + error.what());
+  }
 }
 
 }  // namespace lstm

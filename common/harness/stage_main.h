@@ -1,11 +1,12 @@
 /*! \file stage_main.h
- *  \brief The shared main() of every stage and baseline: parse, prepare data, prepare the stage
- *         outside the timed region, checked run, timed runs, report. A stage provides only its
- *         implementation.
+ *  \brief The shared main() of every stage and baseline: parse, prepare the data, then for each
+ *         implementation the sequence of checked_run.h (prepare, checked run, check, timed runs)
+ *         and the report. A stage provides only its implementation (and its own flags).
  */
 #pragma once
 
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -20,19 +21,38 @@ enum class Unsupported {
   kSkip,   ///< report it as unsupported and go on (e.g. a cuDNN algorithm that refuses a shape)
 };
 
-/// Runs `stages` one after another on the same data: each is prepared, checked against the CPU
-/// reference (computed once), timed and reported. With several, the fastest is named at the end.
-/// \return 0 if every stage that ran passed; 1 otherwise (and for a refused stage with kError).
-int run_stages(const RunOptions& options, const std::vector<StageInfo>& stages,
+/// An implementation ready to run: its name, series and instance (flags already applied).
+struct Implementation {
+  std::string name;              ///< "forward/00_naive", "cudnn_standard", ...
+  std::string series;            ///< "forward", "training", or "" for a baseline
+  std::unique_ptr<Stage> stage;  ///< the instance
+};
+
+/// Runs `implementations` one after another on the same data: each is prepared, checked against
+/// the CPU reference (computed once), timed and reported. With several, the fastest is named.
+/// \return 0 if every implementation that ran passed; 1 otherwise (and for a refused one with
+///         kError).
+int run_stages(const RunOptions& options, std::vector<Implementation> implementations,
                Unsupported unsupported);
 
-/// A program's main(): parses the shared flags and `extra` ones, then runs the implementations
-/// that `select` returns (called after parsing, so it can read the extra flags).
+/// A program's main(): parses the shared flags and `extra` ones (described by `description` in
+/// --help), then runs what `select` returns (called after parsing, so it can read the flags).
 /// \return as run_stages; 2 for a usage error; 0 after --help.
-int harness_main(int argc, char** argv, const std::string& program, const ExtraOptions& extra,
-                 const std::function<std::vector<StageInfo>()>& select, Unsupported unsupported);
+int harness_main(int argc, char** argv, const std::string& program, const std::string& description,
+                 const ExtraOptions& extra,
+                 const std::function<std::vector<Implementation>()>& select,
+                 Unsupported unsupported);
 
-/// The main() of a stage executable: harness_main with the shared flags only.
+/// The main() of a stage executable (lstm_<series>_<NN_slug>): the shared flags and the stage's
+/// own (Stage::add_flags).
 int stage_main(int argc, char** argv, const StageInfo& stage);
+
+/// "lstm_forward_00_naive" for "forward/00_naive": the executable of a stage.
+std::string program_name(const std::string& stage_name);
+
+/// Applies command-line flags to `stage` as its executable would (its add_flags), e.g.
+/// {"--weights", "registers"}: for tests and tools that pin a stage's knobs.
+/// \throws std::invalid_argument with CLI11's message for an unknown flag or a bad value.
+void apply_stage_flags(Stage& stage, const std::vector<std::string>& flags);
 
 }  // namespace lstm

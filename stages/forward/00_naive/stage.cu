@@ -42,7 +42,7 @@
 #include "harness/cuda_utils.h"
 #include "harness/stage.h"
 
-namespace lstm::stage_00_naive {
+namespace lstm::LSTM_STAGE_NAMESPACE {  // stage_<series>_<NN_slug>, named by the build
 namespace {
 
 constexpr int kThreadsPerBlock = 256;  // element-wise kernels: one thread per element
@@ -189,4 +189,4 @@ std::unique_ptr<Stage> make() {
   return std::make_unique<NaiveStage>();
 }
 
-}  // namespace lstm::stage_00_naive
+}  // namespace lstm::LSTM_STAGE_NAMESPACE

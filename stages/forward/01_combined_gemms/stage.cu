@@ -42,7 +42,7 @@
 #include "harness/cuda_utils.h"
 #include "harness/stage.h"
 
-namespace lstm::stage_01_combined_gemms {
+namespace lstm::LSTM_STAGE_NAMESPACE {  // stage_<series>_<NN_slug>, named by the build
 namespace {
 
 constexpr int kThreadsPerBlock = 256;  // element-wise kernels: one thread per element
@@ -198,4 +198,4 @@ std::unique_ptr<Stage> make() {
   return std::make_unique<CombinedGemmsStage>();
 }
 
-}  // namespace lstm::stage_01_combined_gemms
+}  // namespace lstm::LSTM_STAGE_NAMESPACE

@@ -47,7 +47,7 @@
 #include "harness/cuda_utils.h"
 #include "harness/stage.h"
 
-namespace lstm::stage_03_fused_pointwise {
+namespace lstm::LSTM_STAGE_NAMESPACE {  // stage_<series>_<NN_slug>, named by the build
 namespace {
 
 constexpr int kThreadsPerBlock = 256;  // element-wise kernels: one thread per element
@@ -225,4 +225,4 @@ std::unique_ptr<Stage> make() {
   return std::make_unique<FusedPointwiseStage>();
 }
 
-}  // namespace lstm::stage_03_fused_pointwise
+}  // namespace lstm::LSTM_STAGE_NAMESPACE

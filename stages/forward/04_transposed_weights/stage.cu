@@ -51,7 +51,7 @@
 #include "harness/cuda_utils.h"
 #include "harness/stage.h"
 
-namespace lstm::stage_04_transposed_weights {
+namespace lstm::LSTM_STAGE_NAMESPACE {  // stage_<series>_<NN_slug>, named by the build
 namespace {
 
 constexpr int kThreadsPerBlock = 256;  // element-wise kernels: one thread per element
@@ -253,4 +253,4 @@ std::unique_ptr<Stage> make() {
   return std::make_unique<TransposedWeightsStage>();
 }
 
-}  // namespace lstm::stage_04_transposed_weights
+}  // namespace lstm::LSTM_STAGE_NAMESPACE

@@ -49,7 +49,7 @@
 #include "harness/cuda_utils.h"
 #include "harness/stage.h"
 
-namespace lstm::stage_05_layer_wavefront {
+namespace lstm::LSTM_STAGE_NAMESPACE {  // stage_<series>_<NN_slug>, named by the build
 namespace {
 
 constexpr int kThreadsPerBlock = 256;  // element-wise kernels: one thread per element
@@ -271,4 +271,4 @@ std::unique_ptr<Stage> make() {
   return std::make_unique<LayerWavefrontStage>();
 }
 
-}  // namespace lstm::stage_05_layer_wavefront
+}  // namespace lstm::LSTM_STAGE_NAMESPACE

@@ -46,7 +46,7 @@
 #include "harness/cuda_utils.h"
 #include "harness/stage.h"
 
-namespace lstm::stage_06_cuda_graph {
+namespace lstm::LSTM_STAGE_NAMESPACE {  // stage_<series>_<NN_slug>, named by the build
 namespace {
 
 constexpr int kThreadsPerBlock = 256;  // element-wise kernels: one thread per element
@@ -314,4 +314,4 @@ std::unique_ptr<Stage> make() {
   return std::make_unique<CudaGraphStage>();
 }
 
-}  // namespace lstm::stage_06_cuda_graph
+}  // namespace lstm::LSTM_STAGE_NAMESPACE

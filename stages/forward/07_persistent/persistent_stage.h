@@ -9,7 +9,7 @@
 #include "plan.h"
 #include "harness/stage.h"
 
-namespace lstm::stage_07_persistent {
+namespace lstm::LSTM_STAGE_NAMESPACE {  // stage_<series>_<NN_slug>, named by the build
 
 /// What the planner may use of `device`: its SM count, and the shared memory a block may ask for
 /// dynamically (the opt-in limit less the kernels' static shared memory).
@@ -18,4 +18,7 @@ DeviceLimits device_limits(const cudaDeviceProp& device);
 /// Stage 07 with the plan choices of `request` pinned (0 fields are chosen by the planner).
 std::unique_ptr<Stage> make_with_plan(const PlanRequest& request);
 
-}  // namespace lstm::stage_07_persistent
+/// Stage 07 as its executable makes it (the planner's choices; its flags can pin them).
+std::unique_ptr<Stage> make();
+
+}  // namespace lstm::LSTM_STAGE_NAMESPACE

@@ -1,14 +1,15 @@
 // Stage 07's launch planner: which shapes fit on chip, and how to spread a step's work.
 #include "plan.h"
 
+#include <CLI/CLI.hpp>
+
 #include <algorithm>
-#include <cstdlib>
 #include <limits>
 #include <sstream>
 #include <stdexcept>
 #include <vector>
 
-namespace lstm::stage_07_persistent {
+namespace lstm::LSTM_STAGE_NAMESPACE {  // stage_<series>_<NN_slug>, named by the build
 namespace {
 
 int next_pow2(int n) {
@@ -261,69 +262,87 @@ int largest_hidden_that_fits(const ProblemSize& size, const DeviceLimits& device
   return low;
 }
 
-/// LSTM07_PLAN alone.
-static PlanRequest shared_plan_request_from_environment() {
+/// The --plan value alone.
+static PlanRequest parse_shared_plan(const std::string& value) {
   PlanRequest request;
-  const char* value = std::getenv("LSTM07_PLAN");
-  if (value == nullptr || *value == '\0') return request;
+  if (value.empty()) return request;
   int* fields[] = {&request.tile_batch, &request.threads, &request.batch_groups,
                    &request.group_batch};
   std::istringstream in(value);
   std::string field;
-  for (int i = 0; i < 4 && std::getline(in, field, ','); ++i) {
-    if (field.empty()) continue;
+  int count = 0;
+  for (; std::getline(in, field, ','); ++count) {
     std::size_t used = 0;
     int parsed = -1;
     try {
-      parsed = std::stoi(field, &used);
+      parsed = field.empty() ? 0 : std::stoi(field, &used);
+      if (field.empty()) used = 0;
     } catch (const std::exception&) {
-      used = 0;
+      used = field.size() + 1;
     }
-    if (used != field.size() || parsed < 0) {
-      throw std::invalid_argument("LSTM07_PLAN=\"" + std::string(value) +
+    if (count >= 4 || used != field.size() || parsed < 0) {
+      throw std::invalid_argument("--plan \"" + value +
                                   "\": expected tile,threads,groups,rows (integers, 0 = auto)");
     }
-    *fields[i] = parsed;
+    *fields[count] = parsed;
   }
   if (request.tile_batch != 0 && request.tile_batch != 4 && request.tile_batch != 8 &&
       request.tile_batch != 16)
-    throw std::invalid_argument("LSTM07_PLAN: the tile width must be 4, 8 or 16");
+    throw std::invalid_argument("--plan: the tile width must be 4, 8 or 16");
   if (request.threads != 0 &&
       (request.threads % kWarpSize != 0 || request.threads > kMaxThreads || request.threads < 64))
-    throw std::invalid_argument("LSTM07_PLAN: threads must be a multiple of 32, 64 to 512");
+    throw std::invalid_argument("--plan: threads must be a multiple of 32, 64 to 512");
   return request;
 }
 
-PlanRequest plan_request_from_environment() {
-  PlanRequest request = shared_plan_request_from_environment();
-  const char* weights = std::getenv("LSTM07_WEIGHTS");
-  const std::string value = weights == nullptr ? "" : weights;
-  if (value.empty()) {
+PlanRequest parse_plan_request(const std::string& plan, const std::string& weights,
+                               const std::string& input) {
+  PlanRequest request = parse_shared_plan(plan);
+  if (weights.empty()) {
     // automatic
-  } else if (value == "registers") {
+  } else if (weights == "registers") {
     request.weights = WeightHome::kRegisters;
-  } else if (value == "registers,8" || value == "registers,32") {
+  } else if (weights == "registers,8" || weights == "registers,32") {
     request.weights = WeightHome::kRegisters;
-    request.k_per_lane = std::stoi(value.substr(value.find(',') + 1));
-  } else if (value == "shared") {
+    request.k_per_lane = std::stoi(weights.substr(weights.find(',') + 1));
+  } else if (weights == "shared") {
     request.weights = WeightHome::kSharedMemory;
   } else {
     throw std::invalid_argument(
-        "LSTM07_WEIGHTS=\"" + value +
+        "--weights \"" + weights +
         "\": expected \"registers\", \"registers,8\", \"registers,32\" or \"shared\"");
   }
-  const char* input = std::getenv("LSTM07_INPUT");
-  if (input != nullptr && *input != '\0') {
-    const std::string where = input;
-    if (where != "gemm" && where != "kernel")
-      throw std::invalid_argument("LSTM07_INPUT=\"" + where +
-                                  "\": expected \"gemm\" or \"kernel\"");
-    request.input = where == "gemm" ? InputParts::kGemm : InputParts::kKernel;
+  if (!input.empty()) {
+    if (input != "gemm" && input != "kernel")
+      throw std::invalid_argument("--input \"" + input + "\": expected \"gemm\" or \"kernel\"");
+    request.input = input == "gemm" ? InputParts::kGemm : InputParts::kKernel;
   }
   if (request.weights == WeightHome::kRegisters && request.pins_shared_plan())
     throw std::invalid_argument(
-        "LSTM07_PLAN pins the shared-memory kernel; it cannot go with LSTM07_WEIGHTS=registers");
+        "--plan pins the shared-memory kernel; it cannot go with --weights registers");
   return request;
 }
 
-}  // namespace lstm::stage_07_persistent
+void add_stage_flags(CLI::App& app, StageFlags& flags) {
+  app.add_option("--plan", flags.plan,
+                 "pin the shared-memory kernel's plan: tile,threads,groups,rows (0 or left out = "
+                 "automatic), e.g. 8,256,2");
+  app.add_option("--weights", flags.weights,
+                 "pin where W_hh lives: registers, registers,8, registers,32 (weights per lane "
+                 "and gate) or shared [default: the planner's choice]");
+  app.add_option("--input", flags.input,
+                 "register kernel: who computes W_ih x_t: gemm (cuBLAS before the launch) or "
+                 "kernel [default: the planner's choice]");
+  app.add_flag("--verbose", flags.verbose, "print the plan of each launch");
+  app.add_flag("--trace", flags.trace,
+               "time the phases of block 0's steps (clock64) and print them at exit");
+  app.final_callback([&flags] {
+    try {
+      flags.request = parse_plan_request(flags.plan, flags.weights, flags.input);
+    } catch (const std::invalid_argument& error) {
+      throw CLI::ValidationError(error.what());
+    }
+  });
+}
+
+}  // namespace lstm::LSTM_STAGE_NAMESPACE

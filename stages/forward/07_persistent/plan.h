@@ -11,7 +11,11 @@
 
 #include "core/problem_size.h"
 
-namespace lstm::stage_07_persistent {
+namespace CLI {
+class App;
+}
+
+namespace lstm::LSTM_STAGE_NAMESPACE {  // stage_<series>_<NN_slug>, named by the build
 
 /// Gates per hidden unit (i, f, g, o).
 constexpr int kGates = 4;
@@ -139,11 +143,27 @@ Plan make_plan(const ProblemSize& size, const DeviceLimits& device,
 /// The largest H whose weights fit at the other sizes of `size` (for the refusal message).
 int largest_hidden_that_fits(const ProblemSize& size, const DeviceLimits& device);
 
-/// Reads a PlanRequest from the environment, for experiments: LSTM07_PLAN
+/// Builds a PlanRequest from the stage's flags (empty strings = automatic): `plan` for --plan
 /// ("tile,threads,groups,rows", any field 0 or left out = automatic; pins the shared-memory
-/// kernel), LSTM07_WEIGHTS ("registers", "registers,K" with K weights per lane and gate, or
-/// "shared") and LSTM07_INPUT ("gemm": the register kernel takes its input parts from cuBLAS;
-/// "kernel": the default). Throws std::invalid_argument on a malformed value.
-PlanRequest plan_request_from_environment();
+/// kernel), `weights` for --weights ("registers", "registers,K" with K weights per lane and gate,
+/// or "shared") and `input` for --input ("gemm": the register kernel takes its input parts from
+/// cuBLAS; "kernel": it computes them itself).
+/// \throws std::invalid_argument naming the flag for a malformed value or a contradiction.
+PlanRequest parse_plan_request(const std::string& plan, const std::string& weights,
+                               const std::string& input);
 
-}  // namespace lstm::stage_07_persistent
+/// The stage's own command-line flags (lstm_forward_07_persistent --help lists them).
+struct StageFlags {
+  std::string plan;      ///< --plan tile,threads,groups,rows
+  std::string weights;   ///< --weights registers|registers,8|registers,32|shared
+  std::string input;     ///< --input gemm|kernel
+  bool verbose = false;  ///< --verbose: print the plan
+  bool trace = false;    ///< --trace: time the phases of block 0's steps and print them
+  PlanRequest request;   ///< what plan, weights and input ask for (set when parsing ends)
+};
+
+/// Adds the flags of `flags` to `app`; when parsing ends, fills flags.request (a malformed or
+/// contradictory value is a usage error naming the flag).
+void add_stage_flags(CLI::App& app, StageFlags& flags);
+
+}  // namespace lstm::LSTM_STAGE_NAMESPACE

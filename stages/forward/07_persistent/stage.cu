@@ -63,7 +63,7 @@
  *   - Batches too large for one launch run as several launches (slices) of G * Bg batch rows each:
  *     batch rows are independent sequences.
  *   - A value that is never published (a bug) makes the kernel trap after ~2 s of polling: an
- *     error, not a hang. LSTM07_TRACE=1 makes block 0 time the phases of its steps (clock64).
+ *     error, not a hang. --trace makes block 0 time the phases of its steps (clock64).
  *
  * Prediction for the shared-memory kernel, written before its run (H100, ~1.9 GHz): a step
  * costs the publication latency (~0.5 µs, against the barrier's 1.1 µs), staging h, the product
@@ -88,7 +88,6 @@
 #include <cublas_v2.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <iostream>
 #include <memory>
 #include <sstream>
@@ -101,7 +100,7 @@
 #include "plan.h"
 #include "harness/stage.h"
 
-namespace lstm::stage_07_persistent {
+namespace lstm::LSTM_STAGE_NAMESPACE {  // stage_<series>_<NN_slug>, named by the build
 namespace {
 
 constexpr int kGateG = 2;  // the cell candidate g uses tanh, the others sigmoid
@@ -112,7 +111,7 @@ constexpr int kPublishThreads = 256;            // threads per block of the slot
 constexpr int kMaxPolls = 1 << 26;              // > 2 s of polling for one value: report an error
 constexpr int kSpinPolls = 4;                   // polls before each retry starts with a short sleep
 constexpr int kPollSleepNs = 64;  // the sleep: fewer polls of the same lines by every SM
-// Where block 0's thread 0 spends a step (LSTM07_TRACE=1): waiting for h_{t-1}, the product,
+// Where block 0's thread 0 spends a step (--trace): waiting for h_{t-1}, the product,
 // the reduction, the cell update; then the whole loop's cycles.
 constexpr int kTraceSlots = 5;
 constexpr const char* kTraceNames[kTraceSlots - 1] = {"wait for h_{t-1}", "product", "reduction",
@@ -138,7 +137,7 @@ struct LayerArgs {
   int chunk_rows, chunks;
   int input_size;        // I of this layer
   int input_k_per_lane;  // register kernel computing its input parts: the plan's (layout), else 0
-  long long* trace;      // nullptr, or kTraceSlots cycle counts of block 0 (LSTM07_TRACE=1)
+  long long* trace;      // nullptr, or kTraceSlots cycle counts of block 0 (--trace)
 };
 
 /// A 16-byte load through L2 that is allowed to race with another SM's stores (relaxed, GPU
@@ -202,7 +201,7 @@ __device__ __forceinline__ float sigmoid(float z) {
   return __fdividef(1.0f, 1.0f + expf(-z));
 }
 
-/// Where block 0's thread 0 spends its steps (LSTM07_TRACE=1): clock64() marks charged to the
+/// Where block 0's thread 0 spends its steps (--trace): clock64() marks charged to the
 /// phases of a step; the sums live in shared memory (the register kernel's weights need every
 /// register). A no-op everywhere else.
 struct PhaseTrace {
@@ -870,24 +869,21 @@ const void* kernel_for(const Plan& plan) {
   }
 }
 
-/// Whether the environment variable `name` is set to something other than "" or "0".
-bool environment_flag(const char* name) {
-  const char* value = std::getenv(name);
-  return value != nullptr && *value != '\0' && std::string(value) != "0";
-}
-
 class PersistentStage final : public Stage {
  public:
-  explicit PersistentStage(PlanRequest request) : request_(request) {}
+  /// `request` pins plan choices for the tests; the flags (add_flags) can pin them instead.
+  explicit PersistentStage(PlanRequest request) { flags_.request = request; }
   ~PersistentStage() override {
     if (trace_.size()) print_trace();
     if (cublas_) cublasDestroy(cublas_);
   }
 
+  void add_flags(CLI::App& app) override { add_stage_flags(app, flags_); }
+
   std::string unsupported_reason(const ProblemSize& s,
                                  const cudaDeviceProp& device) const override {
     const DeviceLimits limits = device_limits(device);
-    const Plan plan = make_plan(s, limits, request_);
+    const Plan plan = make_plan(s, limits, flags_.request);
     std::ostringstream why;
     if (!plan.fits) {
       why << "the recurrent weights do not fit on chip: " << plan.why << " (" << device.name << ", "
@@ -922,7 +918,7 @@ class PersistentStage final : public Stage {
     cudaDeviceProp prop{};
     if (cudaGetDevice(&device) == cudaSuccess &&
         cudaGetDeviceProperties(&prop, device) == cudaSuccess) {
-      const Plan plan = make_plan(s, device_limits(prop), request_);
+      const Plan plan = make_plan(s, device_limits(prop), flags_.request);
       if (plan.fits) exchange = exchange_floats(s, plan);
     }
     cudaGetLastError();
@@ -936,9 +932,9 @@ class PersistentStage final : public Stage {
     CUDA_CHECK(cudaGetDevice(&device));
     cudaDeviceProp prop{};
     CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
-    plan_ = make_plan(s, device_limits(prop), request_);
+    plan_ = make_plan(s, device_limits(prop), flags_.request);
     if (!plan_.fits) throw UnsupportedError(plan_.why);
-    if (environment_flag("LSTM07_VERBOSE"))
+    if (flags_.verbose)
       std::cerr << "07_persistent plan: " << plan_.describe() << "\n";
     CUDA_CHECK(cudaFuncSetAttribute(kernel_for(plan_), cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     static_cast<int>(plan_.shared_bytes)));
@@ -949,7 +945,7 @@ class PersistentStage final : public Stage {
       layer_outputs_[i].allocate(sequence);
     exchange_.allocate(exchange_floats(s, plan_));
     seq_len_ = s.seq_len;
-    if (environment_flag("LSTM07_TRACE")) trace_.allocate(kTraceSlots);
+    if (flags_.trace) trace_.allocate(kTraceSlots);
   }
 
   void forward(const DeviceTensors& t, cudaStream_t stream) override {
@@ -1026,7 +1022,7 @@ class PersistentStage final : public Stage {
   }
 
  private:
-  /// Prints where block 0 spent the steps of the last launch, per step (LSTM07_TRACE=1).
+  /// Prints where block 0 spent the steps of the last launch, per step (--trace).
   void print_trace() const {
     if (cudaDeviceSynchronize() != cudaSuccess) return;
     const std::vector<long long> cycles = trace_.download();
@@ -1047,13 +1043,13 @@ class PersistentStage final : public Stage {
            plan.padded_batch;
   }
 
-  PlanRequest request_;
+  StageFlags flags_;
   Plan plan_;
   cublasHandle_t cublas_ = nullptr;
   DeviceBuffer<float> input_part_;        // (T, B, 4H): the input GEMM's result, one layer
   DeviceBuffer<float> layer_outputs_[2];  // intermediate layers' h sequences, alternating
   DeviceBuffer<float> exchange_;          // (T + 1, G, H, Bp): published h of one slice
-  DeviceBuffer<long long> trace_;         // LSTM07_TRACE=1: block 0's cycles by phase
+  DeviceBuffer<long long> trace_;         // --trace: block 0's cycles by phase
   int seq_len_ = 0;
 };
 
@@ -1074,7 +1070,7 @@ std::unique_ptr<Stage> make_with_plan(const PlanRequest& request) {
 }
 
 std::unique_ptr<Stage> make() {
-  return std::make_unique<PersistentStage>(plan_request_from_environment());
+  return std::make_unique<PersistentStage>(PlanRequest{});
 }
 
-}  // namespace lstm::stage_07_persistent
+}  // namespace lstm::LSTM_STAGE_NAMESPACE
