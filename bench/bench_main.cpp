@@ -1,4 +1,4 @@
-// lstm_bench: every stage and every cuDNN algorithm over DESIGN.md's standard configurations, in
+// lstm_bench: every stage and every cuDNN algorithm over the standard configs (docs/design.md), in
 // one process, so that the ratios between them come from the same run on the same GPU.
 //
 //   build/bin/lstm_bench --benchmark_out=results/h100-sxm/bench.json --benchmark_out_format=json
@@ -46,7 +46,7 @@ struct Config {
   ProblemSize size;
 };
 
-/// DESIGN.md's standard configurations.
+/// The standard configurations (docs/design.md).
 std::vector<Config> standard_configs() {
   std::vector<Config> configs = {{"canonical", ProblemSize{512, 512, 64, 100, 4}}};
   for (int hidden : {512, 1024}) {

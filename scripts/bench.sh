@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Measures every stage, every cuDNN algorithm and PyTorch's nn.LSTM over DESIGN.md's standard
+# Measures every stage, every cuDNN algorithm and PyTorch's nn.LSTM over docs/design.md's standard
 # configurations (canonical, batch sweep, hidden sweep) on this machine's GPU, in one session:
 #   DIR/bench.json      Google Benchmark JSON from build/bin/lstm_bench (with the environment)
 #   DIR/pytorch.jsonl   one record per configuration from baselines/pytorch/lstm_pytorch.py,

@@ -10,7 +10,7 @@
 
 namespace lstm {
 
-/// Bounds an output must meet (DESIGN.md: FP32 stages 1e-5 relative norm, 1e-4 max abs).
+/// Bounds an output must meet (docs/design.md: FP32 stages 1e-5 relative norm, 1e-4 max abs).
 struct Tolerance {
   double max_relative_norm = 1e-5;  ///< bound on ||out - ref|| / ||ref|| (2-norms)
   double max_absolute = 1e-4;       ///< bound on max |out - ref|

@@ -1,6 +1,6 @@
 /*! \file config.h
- *  \brief The command line every stage, baseline and the PyTorch script share (DESIGN.md's data
- *         contract), parsed with CLI11.
+ *  \brief The command line every stage, baseline and the PyTorch script share (the data contract
+ *         of docs/design.md), parsed with CLI11.
  */
 #pragma once
 

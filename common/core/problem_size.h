@@ -26,7 +26,7 @@ struct ProblemSize {
   /// Input width of layer `layer`: I for layer 0, H after.
   int layer_input_size(int layer) const { return layer == 0 ? input_size : hidden; }
 
-  /// FLOPs as DESIGN.md counts them: sum over layers of 2*T*B*4H*(I_l + H).
+  /// FLOPs as docs/design.md ("The function") counts them: sum over layers of 2*T*B*4H*(I_l + H).
   double flop_count() const;
 
   /// "H=512 I=512 B=64 T=100 L=4", for messages.

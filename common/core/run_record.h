@@ -1,6 +1,6 @@
 /*! \file report.h
  *  \brief Result reporting: one human-readable summary and, with --json, one JSON record per run
- *         carrying every field DESIGN.md lists.
+ *         carrying the fields docs/design.md ("Results") lists.
  */
 #pragma once
 
