@@ -78,13 +78,13 @@ BARRIER_ENTRY = "grid_sync"  # grid_sync/blocks:N: one grid-wide barrier, counte
 
 
 def in_batch_sweep(config):
-    """Whether a config belongs to the batch sweep (DESIGN.md: T=100, L=1, H in {512, 1024})."""
+    """Whether a config is in the batch sweep (docs/design.md: T=100, L=1, H in {512, 1024})."""
     return (config.seq_len == 100 and config.layers == 1 and config.input_size == config.hidden
             and config.hidden in BATCH_SWEEP_HIDDEN)
 
 
 def in_hidden_sweep(config):
-    """Whether a config belongs to the hidden-size sweep (DESIGN.md: B=64, T=100, L=4, I=H)."""
+    """Whether a config is in the hidden-size sweep (docs/design.md: B=64, T=100, L=4, I=H)."""
     return (config.batch == 64 and config.seq_len == 100 and config.layers == 4
             and config.input_size == config.hidden)
 

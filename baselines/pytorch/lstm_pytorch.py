@@ -4,7 +4,7 @@
 What it measures: the forward pass of torch.nn.LSTM (inference, torch.inference_mode) in float32
 with TF32 switched off (torch.backends.cuda.matmul.allow_tf32 = False,
 torch.backends.cudnn.allow_tf32 = False), through the same data contract, checks, timing and JSON
-result record as the C++ stages (see DESIGN.md). Underneath, PyTorch runs cuDNN's RNN with the
+result record as the C++ stages (see docs/design.md). Underneath, PyTorch runs cuDNN's RNN with the
 STANDARD algorithm for FP32 (the persistent algorithms are used only for some half-precision
 cases), so this is what most users of nn.LSTM get.
 
@@ -49,7 +49,7 @@ from pathlib import Path
 STAGE = "pytorch"
 REPO_ROOT = Path(__file__).resolve().parent.parent.parent  # baselines/pytorch/ -> the repository
 DEFAULTS = {"hidden": 512, "batch": 64, "seq": 100, "layers": 4}  # I defaults to H
-MAX_RELATIVE_NORM = 1e-5  # DESIGN.md's FP32 bounds
+MAX_RELATIVE_NORM = 1e-5  # the FP32 bounds of docs/design.md
 MAX_ABSOLUTE = 1e-4
 
 
@@ -341,7 +341,7 @@ def collect_environment(torch) -> dict:
 # ---------------------------------------------------------------------------------------------
 
 def flop_count(H: int, I: int, B: int, T: int, L: int) -> float:
-    """DESIGN.md's count: sum over layers of 2*T*B*4H*(I_l + H)."""
+    """docs/design.md's count: sum over layers of 2*T*B*4H*(I_l + H)."""
     return float(sum(2.0 * T * B * 4 * H * ((I if layer == 0 else H) + H) for layer in range(L)))
 
 

@@ -49,7 +49,7 @@ struct SizeFlags {
   std::optional<int> hidden, input_size, batch, seq_len, layers;
 };
 
-/// Generates parameters as DESIGN.md fixes them: weights and biases uniform in
+/// Generates parameters as docs/design.md fixes them: weights and biases uniform in
 /// [-1/sqrt(H), 1/sqrt(H)], x, h0 and c0 uniform in [-1, 1], all from `seed`. Every tensor has
 /// its own stream derived from the seed, so the same seed gives the same tensors in every stage.
 LstmParams generate_params(const ProblemSize& size, std::uint64_t seed);

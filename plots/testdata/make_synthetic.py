@@ -69,7 +69,7 @@ def timing(impl, h, i, b, t, layers):
 
 
 def configs():
-    """(group, h, i, b, t, l) of the canonical config and both sweeps (DESIGN.md)."""
+    """(group, h, i, b, t, l) of the canonical config and both sweeps (docs/design.md)."""
     yield ("canonical", 512, 512, 64, 100, 4)
     for h in (512, 1024):
         for b in (1, 2, 4, 8, 16, 32, 64, 128, 256):

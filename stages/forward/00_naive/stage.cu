@@ -23,8 +23,8 @@
  *   The canonical config (H=512 B=64 T=100 L=4) makes 18 * 100 * 4 = 7,200 launches.
  *
  * Why it is slow (the prediction): each GEMM is tiny (512 x 64 x 512 is 34 MFLOP, a few µs on
- * a GPU that does 50+ TFLOP/s) and every launch costs ~5 µs of overhead (BASELINES.md: 4.9 µs
- * back to back). 7,200 launches x ~5 µs ≈ 35 ms of launch-bound time for 107 GFLOP, so expect
+ * a GPU that does 50+ TFLOP/s) and every launch costs ~5 µs of overhead (an estimate, see
+ * README.md). 7,200 launches x ~5 µs ≈ 35 ms of launch-bound time for 107 GFLOP, so expect
  * roughly 30-50 ms, about 2-3 TFLOP/s: a few percent of the H100's FP32 rate.
  *
  * Measured (results/h100-sxm/, README.md): 55-83 ms on the H100 depending on the run, 1.3-1.9

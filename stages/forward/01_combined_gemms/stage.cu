@@ -23,8 +23,8 @@
  *   GEMM per layer. Canonical config: 11 * 400 + 4 = 4,404 launches (was 7,200).
  *
  * Prediction: stage 00 measured ~180 µs per step and layer for 18 launches (about 10 µs for a
- * cuBLAS call, 5-6 µs for a small kernel). Now: one 2048 x 64 x 512 GEMM (BASELINES.md: 19.6 µs
- * in this TN layout) + 10 small kernels (~55 µs) + 1/100 of the input GEMM (326 µs / 100) ≈
+ * cuBLAS call, 5-6 µs for a small kernel). Now: one 2048 x 64 x 512 GEMM (estimated at ~20 µs
+ * in this TN layout) + 10 small kernels (~55 µs) + 1/100 of the input GEMM (~3 µs, estimated) ≈
  * 80 µs per step and layer: about 2.2x faster, ~32 ms at the canonical config. The 2016 blog
  * measured 2.1x for the same change on an M40.
  *

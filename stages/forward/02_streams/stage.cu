@@ -25,8 +25,8 @@
  *   ceil(T / 10) input GEMMs per layer (was 1). Canonical config: 11 * 400 + 40 = 4,440 launches,
  *   plus one event record and one wait per chunk and per layer (host calls, no kernels).
  *
- * Prediction: little to gain at the canonical config. The input GEMM is 326 µs per layer
- * (BASELINES.md), ~3 µs of stage 01's ~80 µs per step and layer (~4%). Now only its first chunk
+ * Prediction: little to gain at the canonical config. The input GEMM is ~0.3 ms per layer
+ * (estimated), ~3 µs of stage 01's ~80 µs per step and layer (~4%). Now only its first chunk
  * (1/10 of the work, ~40 µs at a chunk's lower efficiency) stays on the critical path: at most
  * ~0.3 ms per layer, ~1.2 ms of ~32 ms saved. Less in practice: stage 01 is launch-bound, so the
  * host was already queueing steps while the big GEMM ran and the GPU then caught up; the chunks

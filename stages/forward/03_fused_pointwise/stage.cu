@@ -24,7 +24,7 @@
  *
  * Prediction: stage 00 measured ~10 µs per cuBLAS call and ~5.5 µs per small kernel. The nine
  * launches removed per step were ~50 µs of stage 02's ~80 µs per step and layer; what is left is
- * the recurrent GEMM (BASELINES.md: 19.6 µs for 2048 x 64 x 512 in this TN layout), which now
+ * the recurrent GEMM (2048 x 64 x 512 in this TN layout, ~20 µs as stage 01 estimated), which now
  * takes longer on the GPU than the host needs to issue it, plus one small kernel (~3-5 µs): about
  * 20-25 µs per step and layer, ~8-10 ms at the canonical config (stage 02: ~31 ms). That is
  * ~3x over stages 01-02 and 6-8x over stage 00 (the target: at least 3x over stage 00). The 2016

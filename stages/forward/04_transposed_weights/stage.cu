@@ -25,8 +25,8 @@
  *   Launches per step and layer: unchanged, 1 GEMM + 1 element-wise kernel = 2, plus ceil(T / 10)
  *   input GEMMs per layer. Canonical config: 840 launches.
  *
- * Prediction: BASELINES.md measured the recurrent GEMM of the canonical config (M=2048 N=64
- * K=512) at 15.6 µs in the NN layout against 19.6 µs in TN: ~4 µs saved per step and layer,
+ * Prediction (single-GEMM figures are estimates; README.md has the measurement): for the recurrent
+ * GEMM of the canonical config (M=2048 N=64 K=512) NN should win: ~4 µs saved per step and layer,
  * 400 * 4 µs ≈ 1.6 ms of stage 03's ~8-10 ms, i.e. ~15-20% faster, ~7-8.5 ms. But the layout
  * that wins depends on the shape: at N = B = 4 the TN GEMM takes 8.8 µs and NN 17.3 µs, so at
  * small batches this stage should be SLOWER than stage 03 (B=4, H=512, T=100, L=1: ~8 µs more

@@ -19,7 +19,7 @@ int next_pow2(int n) {
   return p;
 }
 
-// The cost model's rates, per SM and per clock (H100, measured in BASELINES.md or datasheet):
+// The cost model's rates, per SM and per clock (H100: datasheet figures and estimates):
 constexpr double kFmaPerClock = 128 * 0.75;   // FP32 FMA lanes, at the 75% a tuned loop reaches
 constexpr double kSharedBytesPerClock = 128;  // shared-memory bandwidth
 constexpr double kL2BytesPerClockPerSm = 48;  // what one SM pulls from L2
