@@ -8,7 +8,7 @@
 
 #include "plan.h"
 
-namespace lstm::stage_07_persistent {
+namespace lstm::LSTM_STAGE_NAMESPACE {  // stage 07's, as its build names it
 namespace {
 
 DeviceLimits h100() {
@@ -245,4 +245,4 @@ TEST(Stage07Plan, FlagsAreParsedOrRefused) {
 }
 
 }  // namespace
-}  // namespace lstm::stage_07_persistent
+}  // namespace lstm::LSTM_STAGE_NAMESPACE

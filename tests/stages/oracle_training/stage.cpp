@@ -27,7 +27,7 @@ class OracleTraining final : public TrainingStage {
     forward_ = {oracle::to_float(ref.forward.y), oracle::to_float(ref.forward.hy),
                 oracle::to_float(ref.forward.cy)};
     gradients_ = {oracle::to_float(ref.gradients.dx), oracle::to_float(ref.gradients.dh0),
-                  oracle::to_float(ref.gradients.dc0)};
+                  oracle::to_float(ref.gradients.dc0)};  // std::array: assigned whole
     layer_gradients_.clear();
     for (const ReferenceLayerGradients& layer : ref.gradients.layers) {
       layer_gradients_.push_back({oracle::to_float(layer.w_ih), oracle::to_float(layer.w_hh),
@@ -67,8 +67,8 @@ class OracleTraining final : public TrainingStage {
 
  private:
   std::string perturbed_;
-  std::vector<float> forward_[3];    // y, hy, cy
-  std::vector<float> gradients_[3];  // dx, dh0, dc0
+  std::array<std::vector<float>, 3> forward_;    // y, hy, cy
+  std::array<std::vector<float>, 3> gradients_;  // dx, dh0, dc0
   std::vector<std::array<std::vector<float>, 4>> layer_gradients_;  // w_ih, w_hh, b_ih, b_hh
 };
 
