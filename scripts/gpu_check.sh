@@ -69,7 +69,12 @@ run_step tests gpu_tests_ran
 
 # ---- 3. every stage: canonical config and three odd configs, checks on
 stages=()
-for exe in "$build"/bin/lstm_[0-9][0-9]_*; do stages+=("$(basename "$exe")"); done
+# Every stage of every series (lstm_<series>_<NN_slug>); the test-only selftest stages run in
+# the GPU tests instead.
+for exe in "$build"/bin/lstm_*_[0-9][0-9]_*; do
+  case $(basename "$exe") in lstm_selftest_*) continue ;; esac
+  stages+=("$(basename "$exe")")
+done
 odd_configs=(
   "--hidden 200 --input-size 77 --batch 3 --seq 17 --layers 3"
   "--hidden 1000 --batch 1 --seq 30 --layers 2"

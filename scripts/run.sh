@@ -21,7 +21,8 @@ if gpu=$("$build/bin/lstm_gpu_info" 2>&1); then
   folder=results/local/$("$build/bin/lstm_gpu_info" --folder)
   mkdir -p "$folder"
   echo "run: $gpu" | head -n 1
-  for exe in "$build"/bin/lstm_[0-9][0-9]_*; do
+  for exe in "$build"/bin/lstm_*_[0-9][0-9]_*; do  # every stage of every series
+    case $(basename "$exe") in lstm_selftest_*) continue ;; esac  # test-only stages
     echo
     "$exe" --json "$folder/canonical.jsonl"
   done

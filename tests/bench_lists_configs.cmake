@@ -1,6 +1,7 @@
 # The benchmark must list every registered stage at every standard configuration (as lstm_configs
 # reads common/standard_configs.json) and no configuration that is not standard.
 # usage: cmake -DBENCH=... -DCONFIGS=... -DSTAGES="forward/00_naive;..." -P bench_lists_configs.cmake
+cmake_policy(SET CMP0007 NEW)
 execute_process(COMMAND ${BENCH} --benchmark_list_tests OUTPUT_VARIABLE listed RESULT_VARIABLE code)
 if(NOT code EQUAL 0)
   message(FATAL_ERROR "lstm_bench --benchmark_list_tests exited with ${code}")
@@ -18,7 +19,7 @@ endif()
 set(missing 0)
 foreach(stage IN LISTS STAGES)
   foreach(name IN LISTS names)
-    string(FIND "${listed}" "\n${stage}/${name}\n" at)
+    string(FIND "\n${listed}" "\n${stage}/${name}/iterations:" at)
     if(at EQUAL -1)
       message(SEND_ERROR "not benchmarked: ${stage}/${name}")
       math(EXPR missing "${missing} + 1")
@@ -28,7 +29,7 @@ endforeach()
 # Every benchmarked configuration is a standard one.
 string(REPLACE "\n" ";" lines "${listed}")
 foreach(line IN LISTS lines)
-  if(line MATCHES "/([a-z_]+/H:[0-9]+/I:[0-9]+/B:[0-9]+/T:[0-9]+/L:[0-9]+)$")
+  if(line MATCHES "/([a-z_]+/H:[0-9]+/I:[0-9]+/B:[0-9]+/T:[0-9]+/L:[0-9]+)/iterations:")
     list(FIND names "${CMAKE_MATCH_1}" found)
     if(found EQUAL -1)
       message(SEND_ERROR "benchmarked but not standard: ${line}")

@@ -160,7 +160,7 @@ TEST(Validate, EachTensorHasItsOwnBound) {
   EXPECT_FALSE(strict.passed());
   EXPECT_TRUE(loose.passed()) << loose.describe();
   EXPECT_EQ(loose.tensors[2].bound.max_absolute, 1e-3);
-  EXPECT_NE(loose.describe().find("(bound 0.001, 0.001)"), std::string::npos) << loose.describe();
+  EXPECT_NE(loose.describe().find("(bound 1.000e-03, 1.000e-03)"), std::string::npos) << loose.describe();
 }
 
 TEST(Validate, WorstElementOfTheWorstTensorIsReported) {
