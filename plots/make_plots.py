@@ -1,38 +1,52 @@
 #!/usr/bin/env python3
 """Turns the measured results into plots and the README tables.
 
-Reads only results/<gpu>/, one folder per GPU, and in it:
+Reads common/standard_configs.json (the standard configurations: the canonical config and the
+sweeps, the same file the benchmark reads; --configs points elsewhere) and results/<gpu>/, one
+folder per GPU, and in it:
   bench.json       Google Benchmark JSON written by the bench binary: every stage and every cuDNN
-                   algorithm at the canonical config and over the batch and hidden-size sweeps,
-                   plus the GPU's measured FP32 FMA rate (the entry named fp32_fma_peak);
+                   algorithm over the standard configurations, named
+                   '<implementation>/<group>/H:../I:../B:../T:../L:..' (a stage's name holds its
+                   series: 'forward/00_naive'), labelled 'series=.. kind=.. precision=..', plus
+                   the GPU's measured FP32 FMA rate (the entry named fp32_fma_peak);
   pytorch.jsonl    torch.nn.LSTM over the same configs, one JSON record a line (the last record
-                   of a config wins);
+                   of a config, kind and precision wins);
   canonical.jsonl  the stage executables' own checked runs (scripts/gpu_check.sh, scripts/run.sh);
                    the stage times come from it only where bench.json is missing, and its check
                    status is quoted in the stage READMEs.
+Results written before stages had series (names like '00_naive', no series, kind or precision)
+are read as 'forward/00_naive', kind forward, precision fp32.
 
-For every GPU folder it writes into <folder>/plots/ (or DIR/<gpu>/ with --out DIR):
-  canonical.png      the stages at the canonical config: time and speedup over stage 00, with
-                     cuDNN's fastest algorithm and PyTorch as reference lines;
+Every figure and table shows forward-kind measurements (a training-kind entry is read, counted
+on the console and not drawn: training figures come later). For every GPU folder it writes into
+<folder>/plots/ (or DIR/<gpu>/ with --out DIR):
+  canonical.png      the stages at the canonical config: time and speedup over the first stage,
+                     with cuDNN's fastest algorithm and PyTorch as reference lines;
   batch_sweep.png    µs per step against batch size (log-log), one panel per hidden size;
-  persistent.png     stage 07 against cuDNN's fastest algorithm at each batch size (and stage 06);
+  persistent.png     the forward series' last stage against cuDNN's fastest algorithm at each
+                     batch size (and the stage before it);
   hidden_sweep.png   µs per step and layer against hidden size (log-log);
-  fp32_fraction.png  each stage, cuDNN's fastest and PyTorch as a share of the measured FP32 rate;
+  fp32_fraction.png  each FP32 stage, cuDNN's fastest and PyTorch as a share of the measured FP32
+                     rate;
 drawing what the folder's data allows and saying which figure it could not draw and why.
 
 Then (unless --no-readmes) it rewrites, from the folder named by --readme-gpu, the text between
   <!-- results-table:begin --> and <!-- results-table:end -->           in README.md (required),
-  <!-- stage-result:begin --> and <!-- stage-result:end -->             in stages/*/README.md,
-  <!-- stage-batch-sweep:begin --> and <!-- stage-batch-sweep:end -->   in stages/*/README.md,
-(the stage markers where present). Nothing in those tables is typed by hand.
+  <!-- stage-result:begin --> and <!-- stage-result:end -->             in stages/*/*/README.md,
+  <!-- stage-batch-sweep:begin --> and <!-- stage-batch-sweep:end -->   in stages/*/*/README.md,
+(the stage markers where present; stages/<series>/<NN_slug>/README.md is the stage
+'<series>/<NN_slug>'). Nothing in those tables is typed by hand.
 
 usage: plots/make_plots.py [--results DIR] [--out DIR] [--no-readmes] [--readme-gpu NAME]
-                           [--readme-root DIR]
+                           [--readme-root DIR] [--configs FILE]
 
-notebooks/walkthrough.ipynb imports this module: load_results(), results_table(),
-stage_paragraph() and the figure_*() functions are its API.
+notebooks/walkthrough.ipynb imports this module: gpu_folders(), load_results(),
+canonical_view(), results_table(), stage_paragraph(), describe(), registered_stages(),
+stage_series(), precision_label(), precisions_text(), display_path() and the figure_*()
+functions are its API.
 """
 import argparse
+import itertools
 import json
 import math
 import re
@@ -42,10 +56,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
 
+import matplotlib
+from matplotlib.colors import to_hex
 from matplotlib.figure import Figure
 from matplotlib.ticker import FixedLocator, FuncFormatter, LogLocator, NullFormatter
 
 ROOT = Path(__file__).resolve().parent.parent
+STANDARD_CONFIGS = ROOT / "common" / "standard_configs.json"
 DPI = 120  # fixed, so that the same results give the same PNG bytes
 
 # ---------------------------------------------------------------------------------------------
@@ -69,29 +86,44 @@ class Config(NamedTuple):
 
 SIZE_KEYS = Config._fields
 NAME_SIZE_KEYS = {"H": "hidden", "I": "input_size", "B": "batch", "T": "seq_len", "L": "layers"}
-CANONICAL = Config(hidden=512, input_size=512, batch=64, seq_len=100, layers=4)
-BATCH_SWEEP_HIDDEN = (512, 1024)
 CUDNN_ORDER = ("cudnn_standard", "cudnn_persist_static", "cudnn_persist_dynamic")
 PYTORCH = "pytorch"
 PEAK_ENTRY = "fp32_fma_peak"
 BARRIER_ENTRY = "grid_sync"  # grid_sync/blocks:N: one grid-wide barrier, counter us_per_barrier
+FORWARD = "forward"  # the kind every figure and table shows, and the series of old-schema stages
+DEFAULT_KIND, DEFAULT_PRECISION = "forward", "fp32"  # what a record or entry without them is
+OLD_STAGE_NAME = re.compile(r"\d\d_[a-z0-9_]+")  # '00_naive': before stages had series
+STAGE_NAME = re.compile(r"(?P<series>[a-z0-9_]+)/(?P<slug>\d\d_[a-z0-9_]+)")
+# '<implementation>/<group>/H:..': the implementation may hold '/', the group does not.
+BENCH_NAME = re.compile(r"(?P<impl>.+?)/(?P<group>[^/]+)/(?P<sizes>H:.*)")
 
 
-def in_batch_sweep(config):
-    """Whether a config is in the batch sweep (docs/design.md: T=100, L=1, H in {512, 1024})."""
-    return (config.seq_len == 100 and config.layers == 1 and config.input_size == config.hidden
-            and config.hidden in BATCH_SWEEP_HIDDEN)
-
-
-def in_hidden_sweep(config):
-    """Whether a config is in the hidden-size sweep (docs/design.md: B=64, T=100, L=4, I=H)."""
-    return (config.batch == 64 and config.seq_len == 100 and config.layers == 4
-            and config.input_size == config.hidden)
+def stage_name(name):
+    """The full name of an implementation: an old-schema stage name ('00_naive') is
+    'forward/00_naive'; every other name ('forward/00_naive', 'cudnn_standard') is kept."""
+    return f"{FORWARD}/{name}" if OLD_STAGE_NAME.fullmatch(name) else name
 
 
 def is_stage(impl):
-    """A numbered stage: '00_naive', '07_persistent', ..."""
-    return re.fullmatch(r"\d\d_\w+", impl) is not None
+    """A stage: '<series>/<NN_slug>', e.g. 'forward/07_persistent'."""
+    return STAGE_NAME.fullmatch(impl) is not None
+
+
+def stage_series(impl):
+    """'forward' of 'forward/07_persistent'; '' for a baseline."""
+    match = STAGE_NAME.fullmatch(impl)
+    return match["series"] if match else ""
+
+
+def stage_slug(impl):
+    """'07_persistent' of 'forward/07_persistent'; a baseline's name as it is."""
+    match = STAGE_NAME.fullmatch(impl)
+    return match["slug"] if match else impl
+
+
+def stage_sort_key(impl):
+    """Stages by series (alphabetical), then by number."""
+    return (stage_series(impl), stage_slug(impl))
 
 
 def is_cudnn(impl):
@@ -111,6 +143,124 @@ def display_name(impl):
     return impl
 
 
+def precision_label(precision):
+    """'fp32' -> 'FP32', 'bf16' -> 'BF16', 'fp32_emulated_bf16x9' -> 'FP32 emulated bf16x9'."""
+    first, *rest = precision.split("_")
+    return " ".join([first.upper(), *rest])
+
+
+def precisions_text(measurements):
+    """The precisions of `measurements` for a title or a sentence: 'FP32', 'FP16 and FP32'."""
+    return join_precisions(m.precision for m in measurements)
+
+
+def join_precisions(precisions):
+    """'FP32', 'FP16 and FP32', 'BF16, FP16 and FP32' for precisions such as 'fp32'."""
+    labels = sorted({precision_label(p) for p in precisions})
+    if not labels:
+        return "no precision"
+    return labels[0] if len(labels) == 1 else ", ".join(labels[:-1]) + " and " + labels[-1]
+
+
+def registered_stages(root=ROOT):
+    """Every stage of the source tree, from its folder stages/<series>/<NN_slug>/, in stage
+    order (what the notebook calls 'not measured yet' when the results lack one)."""
+    names = [f"{folder.parent.name}/{folder.name}"
+             for folder in Path(root).glob("stages/*/*") if folder.is_dir()]
+    return sorted((n for n in names if is_stage(n)), key=stage_sort_key)
+
+
+# ---------------------------------------------------------------------------------------------
+# The standard configurations (common/standard_configs.json)
+# ---------------------------------------------------------------------------------------------
+
+GROUP_LIST_KEYS = ("hidden", "input_size", "batch", "seq_len", "layers")  # product order
+SIZE_SYMBOLS = {"hidden": "H", "input_size": "I", "batch": "B", "seq_len": "T", "layers": "L"}
+
+
+@dataclass(frozen=True)
+class ConfigGroup:
+    """One named group of standard configurations: the product of its lists."""
+
+    name: str
+    lists: dict  # key -> tuple of ints; no 'input_size' when it equals hidden
+    configs: tuple  # Config, hidden outermost, then (input_size,) batch, seq_len, layers
+
+    def __contains__(self, config):
+        return config in self.configs
+
+    def fixed_label(self):
+        """The sizes the group holds fixed: 'T=100, L=1, I=H' (the batch sweep)."""
+        parts = [f"{SIZE_SYMBOLS[key]}={values[0]}" for key, values in self.lists.items()
+                 if len(values) == 1 and key != "input_size"]
+        if "input_size" not in self.lists:
+            parts.append("I=H")
+        elif len(self.lists["input_size"]) == 1:
+            parts.append(f"I={self.lists['input_size'][0]}")
+        return ", ".join(parts)
+
+    def one_layer(self):
+        """Whether every config has L=1 (then a step-layer is a time step)."""
+        return self.lists["layers"] == (1,)
+
+
+@dataclass(frozen=True)
+class StandardConfigs:
+    """common/standard_configs.json: the canonical config and the sweeps, by group name."""
+
+    path: Path
+    groups: dict  # name -> ConfigGroup, in the file's order
+
+    @property
+    def canonical(self):
+        """The one config of the group 'canonical'."""
+        return self.groups["canonical"].configs[0]
+
+    def group(self, name):
+        """The group `name`, or MissingData naming the file."""
+        if name not in self.groups:
+            raise MissingData(f"{display_path(self.path)} has no group '{name}'")
+        return self.groups[name]
+
+
+def load_standard_configs(path=None):
+    """Reads and checks the standard configurations (default common/standard_configs.json)."""
+    path = Path(path) if path else STANDARD_CONFIGS
+    document = read_json(path)
+    if not isinstance(document, dict) or not isinstance(document.get("groups"), list):
+        raise InputError(f"{path}: no 'groups' list")
+    groups = {}
+    for index, group in enumerate(document["groups"]):
+        where = f"{path}: groups[{index}]"
+        if not isinstance(group, dict) or not isinstance(group.get("name"), str):
+            raise InputError(f"{where}: not an object with a 'name'")
+        where = f"{path}: group '{group['name']}'"
+        unknown = sorted(set(group) - {"name", *GROUP_LIST_KEYS})
+        if unknown:
+            raise InputError(f"{where}: unknown key(s) {', '.join(unknown)}")
+        lists = {}
+        for key in GROUP_LIST_KEYS:
+            values = group.get(key)
+            if values is None and key == "input_size":
+                continue
+            if (not isinstance(values, list) or not values or
+                    any(isinstance(v, bool) or not isinstance(v, int) or v <= 0
+                        for v in values)):
+                raise InputError(f"{where}: '{key}' is not a non-empty list of positive "
+                                 f"integers (got {values!r})")
+            lists[key] = tuple(values)
+        if group["name"] in groups:
+            raise InputError(f"{where}: the name appears twice")
+        configs = tuple(
+            Config(hidden=h, input_size=(h if i is None else i), batch=b, seq_len=t, layers=n)
+            for h in lists["hidden"] for i in lists.get("input_size", (None,))
+            for b in lists["batch"] for t in lists["seq_len"] for n in lists["layers"])
+        groups[group["name"]] = ConfigGroup(group["name"], lists, configs)
+    if "canonical" not in groups or len(groups["canonical"].configs) != 1:
+        raise InputError(f"{path}: needs a group 'canonical' holding exactly one config")
+    return StandardConfigs(Path(path), groups)
+
+
 # ---------------------------------------------------------------------------------------------
 # Reading results/<gpu>/
 # ---------------------------------------------------------------------------------------------
@@ -126,12 +276,13 @@ class MissingData(Exception):
 
 @dataclass(frozen=True)
 class Measurement:
-    """One implementation at one config: a bench entry or a JSON Lines record."""
+    """One implementation at one config, kind and precision: a bench entry or a JSON Lines
+    record."""
 
-    impl: str
+    impl: str  # 'forward/00_naive', 'cudnn_standard', 'pytorch'
     group: str  # "canonical", "batch_sweep", "hidden_sweep"; "" for a JSON Lines record
     config: Config
-    median_ms: float = math.nan
+    median_ms: float = math.nan  # for kind "training": forward and backward together
     min_ms: float = math.nan
     max_ms: float = math.nan
     tflops: float = math.nan
@@ -139,10 +290,18 @@ class Measurement:
     runs: int | None = None
     unsupported: str | None = None  # why it was skipped; None when it was measured
     check: str | None = None  # "passed", "FAILED", "not performed" (records only)
+    series: str = ""  # 'forward', 'training'; '' for a baseline
+    kind: str = DEFAULT_KIND  # 'forward' or 'training'
+    precision: str = DEFAULT_PRECISION  # 'fp32', 'fp16', 'bf16', 'fp32_emulated_...'
+    phases: tuple = ()  # kind "training": (('forward', median, min, max), ('backward', ...))
 
     @property
     def supported(self):
         return self.unsupported is None
+
+    def phase_ms(self, name):
+        """The median time of one phase ('forward', 'backward') of a training measurement."""
+        return next((median for phase, median, _, _ in self.phases if phase == name), None)
 
 
 @dataclass
@@ -151,6 +310,7 @@ class GpuResults:
 
     name: str
     folder: Path
+    configs: StandardConfigs
     bench_path: Path | None = None
     pytorch_path: Path | None = None
     checked_path: Path | None = None
@@ -158,7 +318,7 @@ class GpuResults:
     bench: list = field(default_factory=list)  # Measurement per bench entry (not the peak)
     fp32_peak_tflops: float | None = None
     grid_sync_us: dict = field(default_factory=dict)  # blocks -> µs per grid-wide barrier
-    pytorch: list = field(default_factory=list)  # Measurement per config, the last record wins
+    pytorch: list = field(default_factory=list)  # Measurement per config, kind and precision
     pytorch_env: dict = field(default_factory=dict)
     checked: list = field(default_factory=list)  # Measurement per canonical.jsonl record
     checked_env: dict = field(default_factory=dict)  # env of the latest canonical.jsonl record
@@ -171,6 +331,21 @@ class GpuResults:
     def sources(self):
         """The files read, for captions and footers."""
         return [p for p in (self.bench_path, self.pytorch_path, self.checked_path) if p]
+
+    def measurements(self):
+        """Every measurement read (bench entries, PyTorch's and the checked records)."""
+        return self.bench + self.pytorch + self.checked
+
+    def stages(self):
+        """Every stage name in the folder (any kind, group or file), in stage order."""
+        return sorted({m.impl for m in self.measurements() if is_stage(m.impl)},
+                      key=stage_sort_key)
+
+    def off_standard(self):
+        """Bench entries of a group of the standard configurations at a config not in it (left
+        out of the figures: common/standard_configs.json changed since the bench ran)."""
+        return [m for m in self.bench if m.group in self.configs.groups
+                and m.config not in self.configs.groups[m.group]]
 
 
 def display_path(path):
@@ -218,19 +393,46 @@ def number(mapping, key, where):
     return float(value)
 
 
-def config_of_entry(entry, where):
-    """A bench entry's sizes: its counters, or (a skipped entry may have none) its name."""
-    if all(key in entry for key in SIZE_KEYS):
-        return Config(*(int(number(entry, key, where)) for key in SIZE_KEYS))
-    sizes = {}
-    for part in entry["name"].split("/")[2:]:
+def parse_label(label, where):
+    """A bench entry's label 'series=forward kind=forward precision=fp32' as a dict (words
+    without '=' are ignored); {} for an entry without a label (old files)."""
+    if label is None:
+        return {}
+    if not isinstance(label, str):
+        raise InputError(f"{where}: 'label' is not a string (got {label!r})")
+    return dict(word.split("=", 1) for word in label.split() if "=" in word)
+
+
+def series_kind_precision(fields, impl, where):
+    """(series, kind, precision) of an implementation from a record's or a label's fields; the
+    defaults (old schema) where they are absent: the stage name's series (or '' for a
+    baseline), kind 'forward', precision 'fp32'."""
+    values = {}
+    for key, default in (("series", stage_series(impl)), ("kind", DEFAULT_KIND),
+                         ("precision", DEFAULT_PRECISION)):
+        value = fields.get(key, default)
+        if not isinstance(value, str):
+            raise InputError(f"{where}: '{key}' is not a string (got {value!r})")
+        values[key] = value
+    if not values["kind"] or not values["precision"]:
+        raise InputError(f"{where}: empty 'kind' or 'precision'")
+    if is_stage(impl) and values["series"] != stage_series(impl):
+        raise InputError(f"{where}: series '{values['series']}' but the stage {impl} is in "
+                         f"series '{stage_series(impl)}'")
+    return values["series"], values["kind"], values["precision"]
+
+
+def config_from_name(sizes, where):
+    """A Config from 'H:512/I:512/B:64/T:100/L:4[/...]', or an InputError."""
+    values = {}
+    for part in sizes.split("/"):
         key, _, value = part.partition(":")
         if key in NAME_SIZE_KEYS and value.isdigit():
-            sizes[NAME_SIZE_KEYS[key]] = int(value)
-    if len(sizes) != len(SIZE_KEYS):
+            values[NAME_SIZE_KEYS[key]] = int(value)
+    if len(values) != len(SIZE_KEYS):
         raise InputError(f"{where}: no sizes: neither the counters {', '.join(SIZE_KEYS)} "
                          "nor H:/I:/B:/T:/L: in the name")
-    return Config(**sizes)
+    return Config(**values)
 
 
 def skip_reason(entry):
@@ -243,20 +445,35 @@ def skip_reason(entry):
 
 
 def measurement_of_entry(entry, where):
-    """A Measurement from one bench entry named '<impl>/<group>/H:../I:../B:../T:../L:..[/...]'."""
-    parts = entry["name"].split("/")
-    if len(parts) < 2 or not parts[0] or not parts[1]:
-        raise InputError(f"{where}: name is not '<impl>/<group>/...'")
-    impl, group = parts[0], parts[1]
-    config = config_of_entry(entry, where)
+    """A Measurement from one bench entry named '<impl>/<group>/H:../I:../B:../T:../L:..[/...]'
+    (the implementation may itself hold '/': 'forward/00_naive/canonical/H:512/...')."""
+    match = BENCH_NAME.fullmatch(entry["name"])
+    if match is None:
+        raise InputError(f"{where}: name is not '<implementation>/<group>/H:../I:../B:../T:../"
+                         "L:..'")
+    impl, group = stage_name(match["impl"]), match["group"]
+    series, kind, precision = series_kind_precision(parse_label(entry.get("label"), where),
+                                                    impl, where)
+    if all(key in entry for key in SIZE_KEYS):
+        config = Config(*(int(number(entry, key, where)) for key in SIZE_KEYS))
+    else:  # a skipped entry may have no counters
+        config = config_from_name(match["sizes"], where)
+    common = dict(series=series, kind=kind, precision=precision)
     reason = skip_reason(entry)
     if reason is not None:
-        return Measurement(impl, group, config, unsupported=reason)
+        return Measurement(impl, group, config, unsupported=reason, **common)
     values = {key: number(entry, key, where)
               for key in ("median_ms", "min_ms", "max_ms", "tflops", "us_per_step_layer")}
+    phases = tuple((phase, number(entry, f"{phase}_ms", where), math.nan, math.nan)
+                   for phase in ("forward", "backward") if f"{phase}_ms" in entry)
     runs = entry.get("iterations")
     return Measurement(impl, group, config, runs=runs if isinstance(runs, int) else None,
-                       **values)
+                       phases=phases, **values, **common)
+
+
+def measurement_key(m):
+    """What makes two measurements the same point: the later one replaces the earlier."""
+    return (m.impl, m.group, m.config, m.kind, m.precision)
 
 
 def read_bench(path, results):
@@ -289,8 +506,7 @@ def read_bench(path, results):
                 results.grid_sync_us[blocks] = number(entry, "us_per_barrier", where)
             continue
         measurement = measurement_of_entry(entry, where)
-        key = (measurement.impl, measurement.group, measurement.config)
-        (medians if is_aggregate else latest)[key] = measurement
+        (medians if is_aggregate else latest)[measurement_key(measurement)] = measurement
     for key, measurement in medians.items():
         latest.setdefault(key, measurement)
     for measurement in latest.values():
@@ -300,29 +516,41 @@ def read_bench(path, results):
             results.ignored.append(measurement.impl)
 
 
+def timing(mapping, where):
+    """(median, min, max) of a record's {"median", "min", "max"} object."""
+    return tuple(number(mapping, key, where) for key in ("median", "min", "max"))
+
+
 def measurement_of_record(record, where, impl):
-    """A Measurement from one JSON Lines record (the stages' --json schema)."""
+    """A Measurement from one JSON Lines record (the stages' --json schema; old records
+    without series, kind and precision are forward, FP32)."""
     config = Config(*(int(number(record, key, where)) for key in SIZE_KEYS))
-    ms = record.get("ms")
+    series, kind, precision = series_kind_precision(record, impl, where)
+    median, low, high = timing(record.get("ms"), f"{where}: ms")
+    phases = record.get("phases")
+    if phases is not None:
+        if not isinstance(phases, dict):
+            raise InputError(f"{where}: 'phases' is not a JSON object")
+        order = {"forward": 0, "backward": 1}
+        phases = tuple((name, *timing(phases[name], f"{where}: phases.{name}"))
+                       for name in sorted(phases, key=lambda n: (order.get(n, 2), n)))
     check = record.get("check") if isinstance(record.get("check"), dict) else {}
     status = ("passed" if check.get("passed") is True else
               "not performed" if check.get("performed") is not True else "FAILED")
-    return Measurement(impl, "", config,
-                       median_ms=number(ms, "median", f"{where}: ms"),
-                       min_ms=number(ms, "min", f"{where}: ms"),
-                       max_ms=number(ms, "max", f"{where}: ms"),
+    return Measurement(impl, "", config, median_ms=median, min_ms=low, max_ms=high,
                        tflops=number(record, "tflops", where),
                        us_per_step_layer=number(record, "us_per_step_layer", where),
                        runs=record.get("iters") if isinstance(record.get("iters"), int) else None,
-                       check=status)
+                       check=status, series=series, kind=kind, precision=precision,
+                       phases=phases or ())
 
 
 def read_pytorch(path, results):
-    """Fills `results` from pytorch.jsonl: the last record of each config."""
+    """Fills `results` from pytorch.jsonl: the last record of each config, kind and precision."""
     latest = {}
     for line, record in read_jsonl(path):
         measurement = measurement_of_record(record, f"{path}:{line}", PYTORCH)
-        latest[measurement.config] = measurement
+        latest[measurement_key(measurement)] = measurement
         results.pytorch_env = record.get("env") or results.pytorch_env
     results.pytorch_path, results.pytorch = Path(path), list(latest.values())
 
@@ -333,7 +561,8 @@ def read_checked(path, results):
         where = f"{path}:{line}"
         if not isinstance(record.get("stage"), str):
             raise InputError(f"{where}: 'stage' is missing or not a string")
-        results.checked.append(measurement_of_record(record, where, record["stage"]))
+        results.checked.append(measurement_of_record(record, where,
+                                                     stage_name(record["stage"])))
         results.checked_env = record.get("env") or results.checked_env
     results.checked_path = Path(path)
 
@@ -346,10 +575,12 @@ def gpu_folders(results_dir):
                                                     "canonical.jsonl"))]
 
 
-def load_results(folder):
-    """Everything in one results/<gpu>/ folder, as a GpuResults."""
+def load_results(folder, configs=None):
+    """Everything in one results/<gpu>/ folder, as a GpuResults; `configs` is a
+    StandardConfigs (default: common/standard_configs.json)."""
     folder = Path(folder)
-    results = GpuResults(name=folder.name, folder=folder)
+    results = GpuResults(name=folder.name, folder=folder,
+                         configs=configs or load_standard_configs())
     if (folder / "bench.json").is_file():
         read_bench(folder / "bench.json", results)
     if (folder / "pytorch.jsonl").is_file():
@@ -360,34 +591,60 @@ def load_results(folder):
 
 
 # ---------------------------------------------------------------------------------------------
-# Selecting what a figure or a table shows
+# Selecting what a figure or a table shows (forward-kind measurements)
 # ---------------------------------------------------------------------------------------------
+
+
+def precision_sort_key(precision):
+    """The default precision (fp32) first, then the others alphabetically."""
+    return (precision != DEFAULT_PRECISION, precision)
 
 
 @dataclass
 class CanonicalView:
-    """The canonical config: every stage, every cuDNN algorithm and PyTorch, one row each."""
+    """The canonical config: every stage (at each precision measured), every cuDNN algorithm
+    and PyTorch, one row each, of one kind."""
 
     config: Config
-    stages: list  # Measurement per stage, in stage order
-    cudnn: list  # Measurement per cuDNN algorithm
+    stages: list  # Measurement per stage and precision, in stage order
+    cudnn: list  # Measurement per cuDNN algorithm (and precision)
     pytorch: Measurement | None
     stage_source: Path | None  # bench.json, or canonical.jsonl where bench.json is missing
+    kind: str = FORWARD
 
-    def stage(self, name):
-        return next((m for m in self.stages if m.impl == name), None)
+    def rows(self):
+        """Every measurement of the view: stages, cuDNN, PyTorch."""
+        return self.stages + self.cudnn + ([self.pytorch] if self.pytorch else [])
+
+    def stage(self, name, precision=None):
+        """The row of stage `name` (its first precision, or `precision`), or None."""
+        return next((m for m in self.stages if m.impl == name
+                     and precision in (None, m.precision)), None)
+
+    def stage_rows(self, name):
+        """Every row of stage `name` (one per precision measured)."""
+        return [m for m in self.stages if m.impl == name]
 
     def base(self):
-        """Stage 00 when measured: the reference of every speedup."""
+        """The first stage (its number 00) when measured: the reference of every speedup."""
         first = self.stages[0] if self.stages else None
-        return first if first and first.impl.startswith("00_") and first.supported else None
+        return (first if first and stage_slug(first.impl).startswith("00_") and first.supported
+                else None)
 
-    def previous(self, name):
-        """The stage just before `name` in stage order, when measured."""
-        names = [m.impl for m in self.stages]
-        index = names.index(name)
-        before = self.stages[index - 1] if index > 0 else None
-        return before if before and before.supported else None
+    def previous(self, name, precision=None):
+        """The row of the stage just before `name` in its series (at the same precision where
+        that stage has it), when measured."""
+        me = self.stage(name, precision)
+        if me is None:
+            return None
+        index = self.stages.index(me)
+        earlier = [m for m in self.stages[:index]
+                   if m.impl != name and stage_series(m.impl) == stage_series(name)]
+        if not earlier:
+            return None
+        rows = [m for m in earlier if m.impl == earlier[-1].impl]
+        before = next((m for m in rows if m.precision == me.precision), rows[0])
+        return before if before.supported else None
 
     def fastest_cudnn(self):
         return fastest(self.cudnn)
@@ -399,67 +656,122 @@ def fastest(measurements):
     return min(measured, key=lambda m: m.median_ms) if measured else None
 
 
-def canonical_view(results):
-    """The canonical-config rows of `results`: stages from bench.json (or canonical.jsonl)."""
-    bench = [m for m in results.bench if m.group == "canonical"]
-    stages = {m.impl: m for m in bench if is_stage(m.impl)}
+def row_sort_key(m):
+    return (stage_sort_key(m.impl), precision_sort_key(m.precision))
+
+
+def canonical_view(results, kind=FORWARD):
+    """The canonical-config rows of `results` of one kind: stages from bench.json (or, where it
+    has none, the latest record of each stage in canonical.jsonl)."""
+    config = results.configs.canonical
+    bench = [m for m in results.bench
+             if m.group == "canonical" and m.config == config and m.kind == kind]
+    stages = {(m.impl, m.precision): m for m in bench if is_stage(m.impl)}
     source = results.bench_path if stages else None
     if not stages:
         for m in results.checked:  # the latest checked record of each stage
-            if m.config == CANONICAL:
-                stages[m.impl] = m
+            if m.config == config and m.kind == kind and is_stage(m.impl):
+                stages[(m.impl, m.precision)] = m
         source = results.checked_path if stages else None
-    config = bench[0].config if bench else CANONICAL
-    cudnn = sorted((m for m in bench if is_cudnn(m.impl)), key=lambda m: cudnn_sort_key(m.impl))
-    pytorch = next((m for m in results.pytorch if m.config == config), None)
-    return CanonicalView(config, [stages[name] for name in sorted(stages)], cudnn, pytorch, source)
+    cudnn = sorted((m for m in bench if is_cudnn(m.impl)),
+                   key=lambda m: (cudnn_sort_key(m.impl), precision_sort_key(m.precision)))
+    pytorch = sorted((m for m in results.pytorch if m.config == config and m.kind == kind),
+                     key=lambda m: precision_sort_key(m.precision))
+    return CanonicalView(config, sorted(stages.values(), key=row_sort_key), cudnn,
+                         pytorch[0] if pytorch else None, source, kind)
 
 
-def sweep_series(results, group):
-    """{impl: [Measurement, ...]} for one sweep: bench entries of `group`, PyTorch's matching
-    records; stages first, then cuDNN, then PyTorch."""
+def sweep_series(results, group, kind=FORWARD):
+    """{(impl, precision): [Measurement, ...]} for one group of the standard configurations:
+    bench entries of `group` at its configs, PyTorch's records at its configs; stages first,
+    then cuDNN, then PyTorch."""
+    configs = results.configs.group(group)
     series = {}
     for m in results.bench:
-        if m.group == group:
-            series.setdefault(m.impl, []).append(m)
-    belongs = in_batch_sweep if group == "batch_sweep" else in_hidden_sweep
-    pytorch = [m for m in results.pytorch if belongs(m.config)]
-    ordered = dict(sorted(((k, v) for k, v in series.items() if is_stage(k))))
-    ordered.update(sorted(((k, v) for k, v in series.items() if is_cudnn(k)),
-                          key=lambda item: cudnn_sort_key(item[0])))
-    if pytorch:
-        ordered[PYTORCH] = pytorch
-    return ordered
+        if m.group == group and m.kind == kind and m.config in configs:
+            series.setdefault((m.impl, m.precision), []).append(m)
+    for m in results.pytorch:
+        if m.kind == kind and m.config in configs:
+            series.setdefault((m.impl, m.precision), []).append(m)
+    stages = sorted((k for k in series if is_stage(k[0])),
+                    key=lambda k: (stage_sort_key(k[0]), precision_sort_key(k[1])))
+    cudnn = sorted((k for k in series if is_cudnn(k[0])),
+                   key=lambda k: (cudnn_sort_key(k[0]), precision_sort_key(k[1])))
+    pytorch = sorted((k for k in series if k[0] == PYTORCH),
+                     key=lambda k: precision_sort_key(k[1]))
+    return {key: series[key] for key in stages + cudnn + pytorch}
 
 
-def checked_records(results, stage):
-    """canonical.jsonl's canonical-config records of one stage, in file order."""
-    return [m for m in results.checked if m.impl == stage and m.config == CANONICAL]
+def checked_records(results, stage, kind=FORWARD, precision=None):
+    """canonical.jsonl's canonical-config records of one stage (of one precision, or any), in
+    file order."""
+    return [m for m in results.checked if m.impl == stage and m.kind == kind
+            and m.config == results.configs.canonical and precision in (None, m.precision)]
 
 
 # ---------------------------------------------------------------------------------------------
 # Figures (one function each; each returns a matplotlib Figure or raises MissingData)
 # ---------------------------------------------------------------------------------------------
 
-STAGE_COLORS = ("tab:blue", "tab:orange", "tab:green", "tab:purple", "tab:brown", "tab:pink",
-                "tab:olive", "tab:cyan")
+# Stages get the colours of one qualitative colormap per series (series in alphabetical order,
+# stages in stage order), without the colours taken by PyTorch (red) and cuDNN (greys); a series
+# with more stages than its colormap has colours is spread over a continuous colormap instead.
+SERIES_COLORMAPS = ("tab10", "Dark2", "Set1", "Set2")
+MANY_STAGES_COLORMAP = "turbo"
 CUDNN_STYLES = (("black", "s"), ("dimgray", "^"), ("darkgray", "D"), ("silver", "v"))
+PRECISION_MARKERS = ("o", "D", "v", "P", "*")  # a stage's precisions in one figure
 PYTORCH_COLOR = "tab:red"
 CUDNN_COLOR = "black"
 BAR_COLOR = "#4878a8"
 MIN_BAR_SLOTS = 6  # bar charts keep room for this many bars, so a lone bar is not a slab
 
 
-def line_style(impl):
-    """Line properties of one series in the sweep figures: stages solid and coloured (a stage
-    keeps its colour in every figure), cuDNN dashed in greys, PyTorch dotted red."""
+def free_colors(colormap):
+    """The colours of a qualitative colormap that neither PyTorch (red) nor cuDNN (greys)
+    uses, in the colormap's order."""
+    reserved = to_hex(PYTORCH_COLOR)
+    return [to_hex(c) for c in matplotlib.colormaps[colormap].colors
+            if to_hex(c) != reserved and max(c[:3]) - min(c[:3]) > 0.05]
+
+
+def stage_colors(stages):
+    """{stage: colour} for the stages present: per series a colormap of SERIES_COLORMAPS (the
+    series in alphabetical order), its colours in the order of the series' stages."""
+    colors = {}
+    by_series = itertools.groupby(sorted(set(stages), key=stage_sort_key), key=stage_series)
+    for index, (_, names) in enumerate(by_series):
+        names = list(names)
+        palette = free_colors(SERIES_COLORMAPS[index % len(SERIES_COLORMAPS)])
+        if len(names) > len(palette):  # too many for the qualitative map: spread them out
+            spread = matplotlib.colormaps[MANY_STAGES_COLORMAP]
+            palette = [to_hex(spread(0.05 + 0.9 * i / (len(names) - 1)))
+                       for i in range(len(names))]
+        colors.update(zip(names, palette))
+    return colors
+
+
+def line_style(key, colors, precisions=(DEFAULT_PRECISION,)):
+    """Line properties of one (implementation, precision) in the sweep figures: stages solid,
+    coloured by stage_colors() (a stage keeps its colour in every figure of a folder) and marked
+    by precision, cuDNN dashed in greys, PyTorch dotted red."""
+    impl, precision = key
+    marker_index = sorted(precisions, key=precision_sort_key).index(precision) \
+        if precision in precisions else 0
     if impl == PYTORCH:
         return dict(color=PYTORCH_COLOR, linestyle=":", marker="x", linewidth=2)
     if is_cudnn(impl):
         color, marker = CUDNN_STYLES[cudnn_sort_key(impl)[0] % len(CUDNN_STYLES)]
         return dict(color=color, linestyle="--", marker=marker, linewidth=1.6)
-    return dict(color=STAGE_COLORS[int(impl[:2]) % len(STAGE_COLORS)], linestyle="-",
-                marker="o", linewidth=1.6, markersize=4)
+    return dict(color=colors.get(impl, BAR_COLOR), linestyle="-", linewidth=1.6, markersize=4,
+                marker=PRECISION_MARKERS[marker_index % len(PRECISION_MARKERS)])
+
+
+def series_label(key, precisions):
+    """A legend entry: the implementation, with its precision where the figure has several."""
+    impl, precision = key
+    if len(precisions) > 1:
+        return f"{display_name(impl)} · {precision_label(precision)}"
+    return display_name(impl)
 
 
 def caption(results):
@@ -489,9 +801,15 @@ def new_figure(results, size, title):
     return fig
 
 
-def stage_tick_label(impl):
-    """'01_combined_gemms' -> '01 combined\\ngemms' (fits under a bar)."""
-    return textwrap.fill(impl.replace("_", " "), 11)
+def stage_tick_label(m, view):
+    """'forward/01_combined_gemms' -> '01 combined\\ngemms' (fits under a bar), with the series
+    on top where the view holds several, and the precision below where it holds several."""
+    text = textwrap.fill(stage_slug(m.impl).replace("_", " "), 11)
+    if len({stage_series(s.impl) for s in view.stages}) > 1:
+        text = f"{stage_series(m.impl)}/\n{text}"
+    if len({s.precision for s in view.stages}) > 1:
+        text += f"\n{precision_label(m.precision)}"
+    return text
 
 
 def format_ms(ms):
@@ -499,14 +817,20 @@ def format_ms(ms):
 
 
 def reference_lines(view):
-    """[(label, Measurement, style)] for cuDNN's fastest algorithm and PyTorch, when measured."""
+    """[(label, Measurement, style)] for cuDNN's fastest algorithm and PyTorch, when measured;
+    the label names the precision where the view holds several."""
+    mixed = len({m.precision for m in view.rows()}) > 1
+
+    def named(label, m):
+        return f"{label} · {precision_label(m.precision)}" if mixed else label
+
     lines = []
     best = view.fastest_cudnn()
     if best:
-        lines.append((f"cuDNN fastest ({best.impl[len('cudnn_'):]})", best,
+        lines.append((named(f"cuDNN fastest ({best.impl[len('cudnn_'):]})", best), best,
                       dict(color=CUDNN_COLOR, linestyle="--", linewidth=1.5)))
     if view.pytorch:
-        lines.append(("PyTorch nn.LSTM", view.pytorch,
+        lines.append((named("PyTorch nn.LSTM", view.pytorch), view.pytorch,
                       dict(color=PYTORCH_COLOR, linestyle=":", linewidth=2)))
     return lines
 
@@ -524,22 +848,29 @@ def draw_bars(ax, view, heights, labels):
         ax.annotate(label, (x, height), xytext=(0, 3), textcoords="offset points",
                     ha="center", va="bottom", fontsize=8,
                     bbox=dict(facecolor="white", edgecolor="none", alpha=0.8, pad=0.5))
-    ax.set_xticks(list(positions), [stage_tick_label(m.impl) for m in view.stages], fontsize=8)
+    ax.set_xticks(list(positions), [stage_tick_label(m, view) for m in view.stages], fontsize=8)
     pad = max(0, (MIN_BAR_SLOTS - len(view.stages)) / 2)  # few stages: narrow bars, centred
     ax.set_xlim(-0.6 - pad, len(view.stages) - 0.4 + pad)
     ax.grid(axis="y", alpha=0.3)
     ax.set_axisbelow(True)
 
 
+def series_title(view):
+    """'forward series' or 'forward and training series' for the stages of a view."""
+    names = sorted({stage_series(m.impl) for m in view.stages})
+    return (" and ".join(names) + " series") if names else "no stage"
+
+
 def figure_canonical(results):
-    """canonical.png: median ms per stage (left) and speedup over stage 00 (right), with cuDNN's
-    fastest algorithm and PyTorch as labelled horizontal reference lines."""
+    """canonical.png: median ms per stage (left) and speedup over the first stage (right), with
+    cuDNN's fastest algorithm and PyTorch as labelled horizontal reference lines."""
     view = canonical_view(results)
     if not view.stages:
         raise MissingData("no stage measured at the canonical config "
                           "(neither bench.json nor canonical.jsonl has one)")
     fig = new_figure(results, (13, 5.4),
-                     f"LSTM forward pass, FP32, canonical config ({view.config.label()})")
+                     f"LSTM {view.kind} pass, {precisions_text(view.rows())}, canonical config "
+                     f"({view.config.label()})")
     ax_ms, ax_speed = fig.subplots(1, 2)
     refs = reference_lines(view)
 
@@ -549,15 +880,15 @@ def figure_canonical(results):
         ax_ms.axhline(m.median_ms, label=f"{label}: {format_ms(m.median_ms)} ms", **style)
     ax_ms.set_ylim(0, max([v for v in ms if v] + [m.median_ms for _, m, _ in refs] + [1e-3])
                    * 1.15)
-    ax_ms.set_ylabel("forward pass, median (ms)")
-    ax_ms.set_title("time (lower is better)")
+    ax_ms.set_ylabel(f"{view.kind} pass, median (ms)")
+    ax_ms.set_title(f"time (lower is better), {series_title(view)}")
     if refs:
         ax_ms.legend(loc="upper right", fontsize=9)
 
     base = view.base()
     if base is None:
-        ax_speed.text(0.5, 0.5, "no measured stage 00 time:\nno speedup to show", ha="center",
-                      va="center", transform=ax_speed.transAxes)
+        ax_speed.text(0.5, 0.5, "no measured first stage (00) time:\nno speedup to show",
+                      ha="center", va="center", transform=ax_speed.transAxes)
         ax_speed.set_axis_off()
         return fig
     speedups = [base.median_ms / v if v else None for v in ms]
@@ -588,17 +919,25 @@ def log_axes(ax, x_values):
     ax.grid(which="major", alpha=0.3)
 
 
-def plot_series(ax, series, x_of, keep=lambda m: True):
-    """One line per implementation; unsupported points are left out. Returns the x values."""
+def sweep_precisions(series):
+    """The precisions of a sweep's measured series."""
+    return {precision for (_, precision), ms in series.items() if any(m.supported for m in ms)}
+
+
+def plot_series(ax, series, x_of, colors, keep=lambda m: True):
+    """One line per (implementation, precision); unsupported points are left out. Returns the
+    x values."""
     xs_all = []
-    for impl, measurements in series.items():
+    precisions = sweep_precisions(series)
+    for key, measurements in series.items():
         points = sorted((x_of(m), m.us_per_step_layer) for m in measurements
                         if m.supported and keep(m))
         if not points:
             continue
         xs, ys = zip(*points)
         xs_all += xs
-        ax.plot(xs, ys, label=display_name(impl), **line_style(impl))
+        ax.plot(xs, ys, label=series_label(key, precisions),
+                **line_style(key, colors, precisions))
     return xs_all
 
 
@@ -615,71 +954,101 @@ def measured_sweep(results, group):
     """sweep_series(), or MissingData when the bench measured nothing of `group` (PyTorch's
     records alone do not make a sweep figure)."""
     series = sweep_series(results, group)
-    if not any(m.supported for impl, ms in series.items() if impl != PYTORCH for m in ms):
+    if not any(m.supported for key, ms in series.items() if key[0] != PYTORCH for m in ms):
         if results.bench_path is None:
             raise MissingData(f"no bench.json in {display_path(results.folder)} (the {group} "
                               "entries come from it)")
-        raise MissingData(f"{display_path(results.bench_path)} has no measured {group} entry")
+        raise MissingData(f"{display_path(results.bench_path)} has no measured {FORWARD}-kind "
+                          f"{group} entry at the configs of "
+                          f"{display_path(results.configs.path)}")
     return series
+
+
+def step_unit(group):
+    """'µs per time step' where the group has L=1, else 'µs per step and layer'."""
+    return "µs per time step" if group.one_layer() else "µs per step and layer"
 
 
 def figure_batch_sweep(results):
     """batch_sweep.png: µs per step against batch size (log-log), one panel per hidden size,
-    a line per stage, per cuDNN algorithm and PyTorch (L=1, so a step is a step-layer)."""
+    a line per stage, per cuDNN algorithm and PyTorch (L=1: a step is a step-layer)."""
     series = measured_sweep(results, "batch_sweep")
+    group = results.configs.group("batch_sweep")
     hiddens = sorted({m.config.hidden for ms in series.values() for m in ms if m.supported})
-    fig = new_figure(results, (13, 5.4), "LSTM forward, FP32: time per step against batch size "
-                                         "(T=100, L=1, I=H)")
+    fig = new_figure(results, (13, 5.4),
+                     f"LSTM {FORWARD}, {precisions_text(m for ms in series.values() for m in ms)}"
+                     f": time per step against batch size ({group.fixed_label()})")
     axes = fig.subplots(1, len(hiddens), sharey=True, squeeze=False)[0]
+    colors = stage_colors(results.stages())
     for ax, hidden in zip(axes, hiddens):
-        xs = plot_series(ax, series, lambda m: m.config.batch,
+        xs = plot_series(ax, series, lambda m: m.config.batch, colors,
                          keep=lambda m, h=hidden: m.config.hidden == h)
         log_axes(ax, xs)
         ax.set_title(f"H = {hidden}")
         ax.set_xlabel("batch size B")
-    axes[0].set_ylabel("µs per time step (lower is better)")
+    axes[0].set_ylabel(f"{step_unit(group)} (lower is better)")
     legend_outside(fig, axes)
     return fig
 
 
+def last_forward_stages(series):
+    """The last stage of the forward series with a measured point in `series`, and the stage
+    before it (if any): the keys (impl, precision) of their lines."""
+    measured = [key for key, ms in series.items() if stage_series(key[0]) == FORWARD
+                and any(m.supported for m in ms)]
+    names = sorted({impl for impl, _ in measured}, key=stage_sort_key)
+    return [key for key in measured if key[0] in names[-2:]], names[-1:]
+
+
 def figure_persistent(results):
-    """persistent.png: the persistent kernel (stage 07) against cuDNN's fastest algorithm at
-    each point of the batch sweep (the algorithm named at each point), with stage 06 for
-    reference: µs per step against batch size, one panel per hidden size."""
+    """persistent.png: the last stage of the forward series (the persistent kernel, today)
+    against cuDNN's fastest algorithm at each point of the batch sweep (the algorithm named at
+    each point), with the stage before it for reference: µs per step against batch size, one
+    panel per hidden size."""
     series = measured_sweep(results, "batch_sweep")
-    persistent = [m for m in series.get("07_persistent", []) if m.supported]
-    if not persistent:
-        raise MissingData("no measured 07_persistent entry in the batch sweep")
-    hiddens = sorted({m.config.hidden for m in persistent})
-    fig = new_figure(results, (13, 5.4), "Persistent kernel against cuDNN's fastest algorithm at "
-                                         "each batch size (FP32, T=100, L=1, I=H)")
+    group = results.configs.group("batch_sweep")
+    shown_keys, last = last_forward_stages(series)
+    if not last:
+        raise MissingData(f"no measured stage of the {FORWARD} series in the batch sweep")
+    last = last[0]
+    shown = {key: series[key] for key in shown_keys}
+    hiddens = sorted({m.config.hidden for key in shown_keys if key[0] == last
+                      for m in series[key] if m.supported})
+    precisions = {m.precision for ms in shown.values() for m in ms if m.supported}
+    fig = new_figure(results, (13, 5.4),
+                     f"{last} against cuDNN's fastest algorithm at each batch size "
+                     f"({precisions_text(m for ms in shown.values() for m in ms if m.supported)}"
+                     f", {group.fixed_label()})")
     axes = fig.subplots(1, len(hiddens), sharey=True, squeeze=False)[0]
+    colors = stage_colors(results.stages())
     for ax, hidden in zip(axes, hiddens):
         keep = lambda m, h=hidden: m.config.hidden == h  # noqa: E731
-        shown = {impl: series[impl] for impl in ("06_cuda_graph", "07_persistent")
-                 if impl in series}
-        xs = plot_series(ax, shown, lambda m: m.config.batch, keep=keep)
-        fastest = {}  # batch -> (µs, algorithm)
-        for impl, measurements in series.items():
+        xs = plot_series(ax, shown, lambda m: m.config.batch, colors, keep=keep)
+        fastest_at = {}  # batch -> (µs, algorithm, precision)
+        for (impl, _), measurements in series.items():
             if not is_cudnn(impl):
                 continue
             for m in measurements:
                 if m.supported and keep(m):
-                    best = fastest.get(m.config.batch)
+                    best = fastest_at.get(m.config.batch)
                     if best is None or m.us_per_step_layer < best[0]:
-                        fastest[m.config.batch] = (m.us_per_step_layer, impl)
-        if fastest:
-            batches = sorted(fastest)
-            ax.plot(batches, [fastest[b][0] for b in batches], color="black", linestyle="--",
-                    marker="s", label="cuDNN fastest at each point")
+                        fastest_at[m.config.batch] = (m.us_per_step_layer, impl, m.precision)
+        if fastest_at:
+            batches = sorted(fastest_at)
+            cudnn_precisions = {fastest_at[b][2] for b in batches}
+            label = "cuDNN fastest at each point"
+            if len(precisions | cudnn_precisions) > 1:
+                label += " · " + join_precisions(cudnn_precisions)
+            ax.plot(batches, [fastest_at[b][0] for b in batches], color="black",
+                    linestyle="--", marker="s", label=label)
             for b in batches:
-                ax.annotate(display_name(fastest[b][1]).replace("cuDNN ", ""),
-                            (b, fastest[b][0]), textcoords="offset points", xytext=(0, -12),
+                ax.annotate(display_name(fastest_at[b][1]).replace("cuDNN ", ""),
+                            (b, fastest_at[b][0]), textcoords="offset points", xytext=(0, -12),
                             ha="center", fontsize=7, color="#333333")
-        log_axes(ax, xs + list(fastest))
+        log_axes(ax, xs + list(fastest_at))
         ax.set_title(f"H = {hidden}")
         ax.set_xlabel("batch size B")
-    axes[0].set_ylabel("µs per time step (lower is better)")
+    axes[0].set_ylabel(f"{step_unit(group)} (lower is better)")
     legend_outside(fig, axes)
     return fig
 
@@ -688,10 +1057,12 @@ def figure_hidden_sweep(results):
     """hidden_sweep.png: µs per step and layer against the hidden size H (log-log), a line per
     stage, per cuDNN algorithm and PyTorch."""
     series = measured_sweep(results, "hidden_sweep")
-    fig = new_figure(results, (11, 5.4), "LSTM forward, FP32: time per step and layer against "
-                                         "hidden size (B=64, T=100, L=4, I=H)")
+    group = results.configs.group("hidden_sweep")
+    fig = new_figure(results, (11, 5.4),
+                     f"LSTM {FORWARD}, {precisions_text(m for ms in series.values() for m in ms)}"
+                     f": time per step and layer against hidden size ({group.fixed_label()})")
     ax = fig.subplots()
-    xs = plot_series(ax, series, lambda m: m.config.hidden)
+    xs = plot_series(ax, series, lambda m: m.config.hidden, stage_colors(results.stages()))
     log_axes(ax, xs)
     ax.set_xlabel("hidden size H")
     ax.set_ylabel("µs per step and layer (lower is better)")
@@ -700,17 +1071,24 @@ def figure_hidden_sweep(results):
 
 
 def figure_fp32_fraction(results):
-    """fp32_fraction.png: each stage, cuDNN's fastest and PyTorch at the canonical config as a
-    percentage of the GPU's measured FP32 FMA rate (bench entry fp32_fma_peak)."""
+    """fp32_fraction.png: each FP32 stage, cuDNN's fastest FP32 algorithm and PyTorch (FP32) at
+    the canonical config as a percentage of the GPU's measured FP32 FMA rate (bench entry
+    fp32_fma_peak); measurements in other precisions are named as left out."""
     if results.fp32_peak_tflops is None:
         where = (f"{display_path(results.bench_path)} has no" if results.bench_path else
                  f"no bench.json in {display_path(results.folder)}, so no")
         raise MissingData(f"{where} measured FP32 FMA rate (the entry {PEAK_ENTRY})")
     view = canonical_view(results)
+    fp32 = "fp32"  # the peak is an FP32 rate: only FP32 measurements are a share of it
+    others = [m for m in view.rows() if m.precision != fp32]
+    view = CanonicalView(view.config, [m for m in view.stages if m.precision == fp32],
+                         [m for m in view.cudnn if m.precision == fp32],
+                         view.pytorch if view.pytorch and view.pytorch.precision == fp32
+                         else None, view.stage_source, view.kind)
     rows = [(m.impl, m, BAR_COLOR) for m in view.stages]
     rows += [(f"{label}", m, style["color"]) for label, m, style in reference_lines(view)]
     if not rows:
-        raise MissingData("nothing measured at the canonical config")
+        raise MissingData("no FP32 measurement at the canonical config")
     peak = results.fp32_peak_tflops
     fig = new_figure(results, (11, 0.45 * len(rows) + 2.2),
                      f"Share of the measured FP32 FMA rate ({peak:.1f} TFLOP/s), canonical config "
@@ -727,7 +1105,11 @@ def figure_fp32_fraction(results):
     ax.set_yticks(ys, [label for label, _, _ in rows], fontsize=9)
     ax.set_ylim(-0.6, len(rows) - 0.4)
     ax.set_xlim(0, max([s for s in shares if s is not None] + [1]) * 1.35)
-    ax.set_xlabel("% of the measured FP32 FMA rate (higher is better)")
+    xlabel = "% of the measured FP32 FMA rate (higher is better)"
+    if others:
+        xlabel += ("\nnot shown (not FP32): " + ", ".join(
+            f"{display_name(m.impl)} ({precision_label(m.precision)})" for m in others))
+    ax.set_xlabel(xlabel)
     ax.grid(axis="x", alpha=0.3)
     ax.set_axisbelow(True)
     return fig
@@ -749,7 +1131,7 @@ def save(fig, path):
 
 
 # ---------------------------------------------------------------------------------------------
-# Tables and paragraphs (README.md, stages/*/README.md, the notebook)
+# Tables and paragraphs (README.md, stages/*/*/README.md, the notebook)
 # ---------------------------------------------------------------------------------------------
 
 
@@ -758,8 +1140,13 @@ def ratio(a, b):
     return f"{a / b:.2f}×" if a and b else "–"
 
 
+def mixed_precisions(view):
+    """Whether the rows of a view are in more than one precision."""
+    return len({m.precision for m in view.rows()}) > 1
+
+
 def footer(results, view):
-    """The line under the results table: sources, GPU, date, commit."""
+    """The line under the results table: sources, GPU, date, commit, kind and precision."""
     env = results.env()
     files = [display_path(p) for p in (view.stage_source, results.pytorch_path,
                                        results.bench_path if view.cudnn else None) if p]
@@ -769,8 +1156,10 @@ def footer(results, view):
             f"commit {env.get('git_commit', '?')}")
     if results.pytorch_env.get("torch"):
         text += f"; PyTorch {results.pytorch_env['torch']}"
-    text += (f"). Canonical config {view.config.label()}, FP32; speedups and ratios are of "
-             "median times.")
+    precision = ("in the precision of each row" if mixed_precisions(view)
+                 else precisions_text(view.rows()))
+    text += (f"). Canonical config {view.config.label()}, {view.kind} pass, {precision}; "
+             "speedups and ratios are of median times.")
     if not view.cudnn:
         text += " No cuDNN measurement yet (it comes from bench.json)."
     skipped = [m for m in view.stages + view.cudnn if not m.supported]
@@ -780,26 +1169,31 @@ def footer(results, view):
 
 
 def results_table(results):
-    """Markdown table of the canonical config: one row per stage, per cuDNN algorithm (the
-    fastest marked) and PyTorch, and the footer line."""
+    """Markdown table of the canonical config (forward kind): one row per stage (and
+    precision), per cuDNN algorithm (the fastest marked) and PyTorch, and the footer line. A
+    'precision' column appears where the rows are in more than one precision; otherwise the
+    footer names the one precision."""
     view = canonical_view(results)
     if not (view.stages or view.cudnn or view.pytorch):
         raise MissingData(f"{display_path(results.folder)}: nothing measured at the canonical "
                           "config")
     base, best = view.base(), view.fastest_cudnn()
     base_ms, best_ms = (base.median_ms if base else None), (best.median_ms if best else None)
-    lines = ["| stage | ms (median) | TFLOP/s | speedup over 00 | speedup over previous stage "
+    mixed = mixed_precisions(view)
+    lines = ["| stage |" + (" precision |" if mixed else "") +
+             " ms (median) | TFLOP/s | speedup over 00 | speedup over previous stage "
              "| time ÷ cuDNN's fastest |",
-             "|---|--:|--:|--:|--:|--:|"]
+             "|---|" + ("---|" if mixed else "") + "--:|--:|--:|--:|--:|"]
 
     def row(name, m, previous="–"):
+        name += f" | {precision_label(m.precision)}" if mixed else ""
         if not m.supported:
             return f"| {name} | unsupported | – | – | – | – |"
         return (f"| {name} | {m.median_ms:.3f} | {m.tflops:.2f} | {ratio(base_ms, m.median_ms)} "
                 f"| {previous} | {ratio(m.median_ms, best_ms)} |")
 
     for m in view.stages:
-        before = view.previous(m.impl)
+        before = view.previous(m.impl, m.precision)
         lines.append(row(m.impl, m, ratio(before.median_ms, m.median_ms) if before else "–"))
     for m in view.cudnn:
         mark = " **(fastest cuDNN)**" if m is best else ""
@@ -811,23 +1205,31 @@ def results_table(results):
 
 
 def stage_paragraph(results, stage):
-    """One paragraph on a stage at the canonical config: its time (median, min, max), TFLOP/s,
-    µs per step-layer, speedups over stage 00 and the previous stage, ratio to cuDNN's
-    fastest, the check of its checked run, and the source."""
+    """One paragraph on a stage at the canonical config (one per precision it was measured
+    in): its time (median, min, max), TFLOP/s, µs per step-layer, speedups over the first
+    stage and the previous stage, ratio to cuDNN's fastest, the check of its checked run, and
+    the source. `stage` is '<series>/<NN_slug>' (an old name '00_naive' means 'forward/...')."""
+    stage = stage_name(stage)
     view = canonical_view(results)
-    m = view.stage(stage)
-    env = results.env()
-    if m is None:
+    rows = view.stage_rows(stage)
+    if not rows:
         return (f"Not measured yet: `{display_path(results.folder)}` has no canonical-config "
                 f"result of `{stage}`.")
-    where = f"the canonical config ({view.config.label()}, FP32) on the {env.get('gpu', '?')}"
+    return "\n\n".join(precision_paragraph(results, view, m) for m in rows)
+
+
+def precision_paragraph(results, view, m):
+    """stage_paragraph() of one row (stage and precision)."""
+    env = results.env()
+    where = (f"the canonical config ({view.config.label()}, {precision_label(m.precision)}) on "
+             f"the {env.get('gpu', '?')}")
     if not m.supported:
         return f"At {where} this stage is unsupported: {m.unsupported}."
     runs = f" of {m.runs} runs" if m.runs else ""
     text = (f"Measured at {where}: **{m.median_ms:.2f} ms** median{runs} (min {m.min_ms:.2f}, "
             f"max {m.max_ms:.2f}), {m.tflops:.2f} TFLOP/s, {m.us_per_step_layer:.1f} µs per step "
             "and layer.")
-    base, before, best = view.base(), view.previous(stage), view.fastest_cudnn()
+    base, before, best = view.base(), view.previous(m.impl, m.precision), view.fastest_cudnn()
     comparisons = []
     if base and base is not m:
         comparisons.append(f"{ratio(base.median_ms, m.median_ms)} over `{base.impl}`")
@@ -839,9 +1241,11 @@ def stage_paragraph(results, stage):
         text += (" Speedup " + ", ".join(comparisons)
                  + (" (below 1× is a slowdown)." if slower else "."))
     if best:
+        precision = (f"{precision_label(best.precision)}, " if best.precision != m.precision
+                     else "")
         text += (f" Its time is {ratio(m.median_ms, best.median_ms)} that of cuDNN's fastest "
-                 f"algorithm (`{best.impl}`, {best.median_ms:.2f} ms).")
-    checked = checked_records(results, stage)
+                 f"algorithm (`{best.impl}`, {precision}{best.median_ms:.2f} ms).")
+    checked = checked_records(results, m.impl, precision=m.precision)
     if checked:
         text += (f" Check against the CPU reference (latest run in "
                  f"`{results.checked_path.name}`): {checked[-1].check}.")
@@ -856,16 +1260,28 @@ def stage_paragraph(results, stage):
 
 
 def stage_batch_sweep_table(results, stage):
-    """Markdown table: a stage's µs per step at each batch size of the sweep, beside cuDNN's
-    fastest algorithm at the same point."""
+    """Markdown table: a stage's µs per step at each batch size of the batch sweep, beside
+    cuDNN's fastest algorithm at the same point (one table per precision of the stage)."""
+    stage = stage_name(stage)
+    try:
+        group = results.configs.group("batch_sweep")
+    except MissingData as why:
+        return f"No batch sweep: {why}."
     series = sweep_series(results, "batch_sweep")
-    mine = {(m.config.hidden, m.config.batch): m for m in series.get(stage, [])}
-    if not mine:
+    mine = {key: ms for key, ms in series.items() if key[0] == stage}
+    if not any(mine.values()):
         return (f"Not measured yet: `{display_path(results.folder)}` has no batch-sweep result "
                 f"of `{stage}`.")
+    cudnn = [m for (impl, _), ms in series.items() if is_cudnn(impl) for m in ms]
+    return "\n\n".join(sweep_table(results, group, stage, precision, ms, cudnn)
+                       for (_, precision), ms in mine.items())
+
+
+def sweep_table(results, group, stage, precision, measurements, cudnn):
+    """stage_batch_sweep_table() of one precision."""
+    mine = {(m.config.hidden, m.config.batch): m for m in measurements}
     hiddens = sorted({h for h, _ in mine})
     batches = sorted({b for _, b in mine})
-    cudnn = [m for impl, ms in series.items() if is_cudnn(impl) for m in ms]
 
     def cell(m):
         return "–" if m is None else ("unsupported" if not m.supported
@@ -877,11 +1293,15 @@ def stage_batch_sweep_table(results, stage):
         row = f"| {b} |"
         for h in hiddens:
             best = fastest([m for m in cudnn if (m.config.hidden, m.config.batch) == (h, b)])
-            note = f" ({best.impl[len('cudnn_'):]})" if best else ""
+            note = ""
+            if best:
+                other = (f", {precision_label(best.precision)}" if best.precision != precision
+                         else "")
+                note = f" ({best.impl[len('cudnn_'):]}{other})"
             row += f" {cell(mine.get((h, b)))} | {cell(best)}{note} |"
         lines.append(row)
-    return ("\n".join(lines) + "\n\nµs per time step (T=100, L=1, I=H), median; from "
-            f"`{display_path(results.bench_path)}`.")
+    return ("\n".join(lines) + f"\n\n{step_unit(group)} ({group.fixed_label()}, "
+            f"{precision_label(precision)}), median; from `{display_path(results.bench_path)}`.")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -905,8 +1325,9 @@ def replace_between_markers(path, name, text, required=False):
 
 
 def update_readmes(results, readme_root):
-    """Rewrites the results table of README.md and the stage sections of stages/*/README.md;
-    returns the (path, marker) pairs rewritten."""
+    """Rewrites the results table of README.md and the stage sections of
+    stages/<series>/<NN_slug>/README.md (the stage '<series>/<NN_slug>'); returns the (path,
+    marker) pairs rewritten."""
     readme = Path(readme_root) / "README.md"
     if not readme.is_file():
         raise InputError(f"{readme}: missing")
@@ -916,8 +1337,8 @@ def update_readmes(results, readme_root):
         raise InputError(f"the README table cannot be made: {why}") from None
     replace_between_markers(readme, "results-table", table, required=True)
     written = [(readme, "results-table")]
-    for stage_readme in sorted((Path(readme_root) / "stages").glob("*/README.md")):
-        stage = stage_readme.parent.name
+    for stage_readme in sorted((Path(readme_root) / "stages").glob("*/*/README.md")):
+        stage = f"{stage_readme.parent.parent.name}/{stage_readme.parent.name}"
         if replace_between_markers(stage_readme, "stage-result", stage_paragraph(results, stage)):
             written.append((stage_readme, "stage-result"))
         if replace_between_markers(stage_readme, "stage-batch-sweep",
@@ -946,8 +1367,36 @@ def barrier_table(results):
 # ---------------------------------------------------------------------------------------------
 
 
+def describe(results):
+    """Console lines on what a folder holds, per kind: implementations and precisions; what the
+    figures leave out (other kinds, configs off the standard ones)."""
+    folder = display_path(results.folder)
+    lines = []
+    by_kind = {}
+    for m in results.measurements():
+        by_kind.setdefault(m.kind, []).append(m)
+    for kind in sorted(by_kind, key=lambda k: (k != FORWARD, k)):
+        measurements = by_kind[kind]
+        impls = sorted({m.impl for m in measurements},
+                       key=lambda i: (not is_stage(i), i == PYTORCH, stage_sort_key(i)))
+        text = (f"plots: {folder}: {kind} kind, {precisions_text(measurements)}: "
+                f"{len(measurements)} measurements of {len(impls)} "
+                f"implementation{'s' if len(impls) > 1 else ''} ({', '.join(impls)})")
+        if kind != FORWARD:
+            text += " -- read, not drawn (the figures and tables show the forward kind)"
+        lines.append(text)
+    off = results.off_standard()
+    if off:
+        lines.append(f"plots: {folder}: {len(off)} bench entries at configs that "
+                     f"{display_path(results.configs.path)} does not list in their group, left "
+                     "out: " + ", ".join(sorted({f"{m.group} {m.config.label()}" for m in off})))
+    return lines
+
+
 def draw_folder(results, out_dir):
     """Draws every figure the folder's data allows; prints one line per file written or not."""
+    for line in describe(results):
+        print(line)
     for name, function in FIGURES.items():
         path = out_dir / name
         try:
@@ -973,12 +1422,16 @@ def parse_args(argv):
     parser.add_argument("--readme-gpu", default="h100-sxm",
                         help="the results folder the README tables come from (default h100-sxm)")
     parser.add_argument("--readme-root", default=str(ROOT),
-                        help="where README.md and stages/*/README.md are (default: the "
+                        help="where README.md and stages/*/*/README.md are (default: the "
                              "repository; the tests point it at a copy)")
+    parser.add_argument("--configs", default=str(STANDARD_CONFIGS),
+                        help="the standard configurations (default: "
+                             "common/standard_configs.json)")
     return parser.parse_args(argv)
 
 
 def run(args):
+    configs = load_standard_configs(args.configs)
     results_dir = Path(args.results)
     if not results_dir.is_dir():
         raise InputError(f"{results_dir}: no such results folder")
@@ -988,13 +1441,13 @@ def run(args):
               f"{display_path(results_dir)}: nothing to draw")
     for folder in folders:
         out_dir = Path(args.out) / folder.name if args.out else folder / "plots"
-        draw_folder(load_results(folder), out_dir)
+        draw_folder(load_results(folder, configs), out_dir)
     if not args.no_readmes:
         folder = results_dir / args.readme_gpu
         if folder not in folders:
             raise InputError(f"{folder}: no results there; the README tables are made from it "
                              "(--readme-gpu)")
-        for path, marker in update_readmes(load_results(folder), args.readme_root):
+        for path, marker in update_readmes(load_results(folder, configs), args.readme_root):
             print(f"plots: rewrote {display_path(path)} ({marker})")
 
 

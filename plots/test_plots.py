@@ -3,10 +3,16 @@
 
 1. The committed results/: every figure its data allows is written (non-empty PNG), every other
    one is reported as not drawn, and results/ itself is left untouched.
+   The README table is what the committed results make (nothing typed by hand).
 2. The SYNTHETIC fixture (plots/testdata/synthetic/, made by make_synthetic.py; never read by
-   the real pipeline): all four figures, the README table and the stage sections, written to a
-   temporary copy of README.md and stages/*/README.md (--readme-root).
-3. Reproducible PNG bytes; malformed input exits non-zero with a message naming the file.
+   the real pipeline): every figure, the README table and the stage sections, written to a
+   temporary copy of README.md and stages/*/*/README.md (--readme-root). Its synthetic-gpu
+   folder has the current schema (names with '/', an FP16 stage, training entries), its
+   synthetic-no-bench folder the old one.
+3. Names with '/' and old names in bench.json; training entries read and ignored by the
+   forward figures; the precision in the table; stage colours from the stages present; the
+   standard configurations from common/standard_configs.json (or --configs).
+4. Reproducible PNG bytes; malformed input exits non-zero with a message naming the file.
 
 usage: .venv/bin/python plots/test_plots.py [-v]
 """
@@ -27,14 +33,19 @@ require("numpy", "matplotlib")
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "plots" / "make_plots.py"
 FIXTURE = ROOT / "plots" / "testdata" / "synthetic"
-ALL_FIGURES = ("canonical.png", "batch_sweep.png", "hidden_sweep.png", "fp32_fraction.png")
+ALL_FIGURES = ("canonical.png", "batch_sweep.png", "persistent.png", "hidden_sweep.png",
+               "fp32_fraction.png")
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 
-def make_plots(*args):
+sys.path.insert(0, str(ROOT / "plots"))
+import make_plots as mp  # noqa: E402
+
+
+def make_plots(*args, cwd=ROOT):
     """Runs make_plots.py; returns the CompletedProcess (text output)."""
     return subprocess.run([sys.executable, str(SCRIPT), *map(str, args)], capture_output=True,
-                          text=True, cwd=ROOT, timeout=300)
+                          text=True, cwd=cwd, timeout=300)
 
 
 def tree_digest(folder):
@@ -44,18 +55,24 @@ def tree_digest(folder):
 
 
 def readme_copy(destination):
-    """A copy of README.md and stages/*/README.md, plus two made-up stage READMEs with both
-    stage markers (one for a stage the fixture measured, one for a stage it did not)."""
+    """A copy of README.md and stages/*/*/README.md, plus made-up stage READMEs with both stage
+    markers (for stages the fixture measured and one it did not)."""
     shutil.copy(ROOT / "README.md", destination / "README.md")
-    for readme in (ROOT / "stages").glob("*/README.md"):
-        (destination / "stages" / readme.parent.name).mkdir(parents=True)
-        shutil.copy(readme, destination / "stages" / readme.parent.name / "README.md")
+    for readme in (ROOT / "stages").glob("*/*/README.md"):
+        folder = destination / "stages" / readme.parent.parent.name / readme.parent.name
+        folder.mkdir(parents=True)
+        shutil.copy(readme, folder / "README.md")
     markers = ("# made up by plots/test_plots.py\n\n<!-- stage-result:begin -->\nstale\n"
                "<!-- stage-result:end -->\n\n<!-- stage-batch-sweep:begin -->\nstale\n"
                "<!-- stage-batch-sweep:end -->\n")
-    for stage in ("07_persistent", "99_not_measured"):
+    for stage in ("forward/07_persistent", "forward/08_half_precision",
+                  "forward/99_not_measured"):
         (destination / "stages" / stage).mkdir(parents=True, exist_ok=True)
         (destination / "stages" / stage / "README.md").write_text(markers)
+
+
+def bench_document(entries):
+    return json.dumps({"context": {}, "benchmarks": entries})
 
 
 class PlotTestCase(unittest.TestCase):
@@ -90,7 +107,7 @@ class CommittedResults(PlotTestCase):
             (f / n).is_file() for n in ("bench.json", "pytorch.jsonl", "canonical.jsonl"))]
         self.assertTrue(folders, "no results folder found")
         for folder in folders:
-            # bench.json makes all four; without it, the stages' checked runs or PyTorch's
+            # bench.json makes all five; without it, the stages' checked runs or PyTorch's
             # record make canonical.png and the rest is reported as not drawn.
             expected = ALL_FIGURES if (folder / "bench.json").is_file() else ("canonical.png",)
             for name in ALL_FIGURES:
@@ -101,6 +118,15 @@ class CommittedResults(PlotTestCase):
                 else:
                     self.assertFalse(png.exists())
                     self.assertRegex(result.stdout, rf"{folder.name}/{name} not drawn: .+")
+
+    def test_readme_table_is_what_the_committed_results_make(self):
+        readme = (ROOT / "README.md").read_text()
+        committed = readme.split("<!-- results-table:begin -->\n")[1].split(
+            "\n<!-- results-table:end -->")[0]
+        results = mp.load_results(ROOT / "results" / "h100-sxm")
+        self.assertEqual(mp.results_table(results), committed,
+                         "README.md's table is not what plots/make_plots.py makes of "
+                         "results/h100-sxm/: run it")
 
 
 class SyntheticResults(PlotTestCase):
@@ -128,32 +154,62 @@ class SyntheticResults(PlotTestCase):
                       result.stdout)
 
         table = (readmes / "README.md").read_text()
-        for row in ("| 00_naive | 73.099 | 1.47 | 1.00× | – | 18.93× |",
-                    "| 01_combined_gemms | 29.871 | 3.59 | 2.45× | 2.45× | 7.73× |",
-                    "| 07_persistent | 3.320 | 32.34 | 22.02× | 1.73× | 0.86× |",
-                    "| cuDNN persist_static **(fastest cuDNN)** | 3.862 | 27.80 | 18.93× | – "
-                    "| 1.00× |",
-                    "| cuDNN persist_dynamic | unsupported | – | – | – | – |",
+        for row in ("| stage | precision | ms (median) |",
+                    "| forward/00_naive | FP32 | 73.099 | 1.47 | 1.00× | – | 18.93× |",
+                    "| forward/01_combined_gemms | FP32 | 29.871 | 3.59 | 2.45× | 2.45× | 7.73× |",
+                    "| forward/07_persistent | FP32 | 3.320 | 32.34 | 22.02× | 1.73× | 0.86× |",
+                    "| forward/08_half_precision | FP16 | 1.582 | 67.88 | 46.21× | 2.10× | 0.41× |",
+                    "| cuDNN persist_static **(fastest cuDNN)** | FP32 | 3.862 | 27.80 | 18.93× "
+                    "| – | 1.00× |",
+                    "| cuDNN persist_dynamic | FP32 | unsupported | – | – | – | – |",
                     # the last record of a config wins (the first one is 3× slower)
-                    "| PyTorch nn.LSTM | 6.862 | 15.65 | 10.65× | – | 1.78× |",
+                    "| PyTorch nn.LSTM | FP32 | 6.862 | 15.65 | 10.65× | – | 1.78× |",
+                    "forward pass, in the precision of each row;",
                     "`plots/testdata/synthetic/synthetic-gpu/bench.json`"):
             self.assertIn(row, table)
         self.assertEqual(table.count("<!-- results-table:begin -->"), 1)
+        self.assertNotIn("training", table.split("<!-- results-table:begin -->")[1].split(
+            "<!-- results-table:end -->")[0])
 
-        naive = (readmes / "stages" / "00_naive" / "README.md").read_text()
+        naive = (readmes / "stages" / "forward" / "00_naive" / "README.md").read_text()
+        self.assertIn("(H=512 I=512 B=64 T=100 L=4, FP32)", naive)
         self.assertIn("**73.10 ms** median of 20 runs (min 70.91, max 77.49), 1.47 TFLOP/s, "
                       "182.7 µs per step and layer", naive)
         self.assertIn("(latest run in `canonical.jsonl`): passed", naive)
-        persistent = (readmes / "stages" / "07_persistent" / "README.md").read_text()
-        self.assertIn("Speedup 22.02× over `00_naive`, 1.73× over the previous stage "
-                      "`06_cuda_graph`", persistent)
+        persistent = (readmes / "stages" / "forward" / "07_persistent" / "README.md").read_text()
+        self.assertIn("Speedup 22.02× over `forward/00_naive`, 1.73× over the previous stage "
+                      "`forward/06_cuda_graph`", persistent)
         self.assertIn("0.86× that of cuDNN's fastest algorithm (`cudnn_persist_static`, "
                       "3.86 ms)", persistent)
         self.assertIn("| 256 | 35.3 | 39.5 (persist_static) | unsupported | 146.0 "
                       "(persist_static) |", persistent)
+        self.assertIn("µs per time step (T=100, L=1, I=H, FP32), median", persistent)
         self.assertNotIn("stale", persistent)
-        missing = (readmes / "stages" / "99_not_measured" / "README.md").read_text()
+        half = (readmes / "stages" / "forward" / "08_half_precision" / "README.md").read_text()
+        self.assertIn("(H=512 I=512 B=64 T=100 L=4, FP16)", half)
+        self.assertIn("over the previous stage `forward/07_persistent`", half)
+        self.assertIn("(`cudnn_persist_static`, FP32, 3.86 ms)", half)
+        self.assertIn("(T=100, L=1, I=H, FP16)", half)
+        self.assertIn("(persist_static, FP32) |", half)
+        missing = (readmes / "stages" / "forward" / "99_not_measured" / "README.md").read_text()
         self.assertEqual(missing.count("Not measured yet"), 2)
+
+    def test_old_schema_folder(self):
+        """synthetic-no-bench is in the old schema: '00_naive', no series, kind, precision."""
+        lines = (FIXTURE / "synthetic-no-bench" / "canonical.jsonl").read_text().splitlines()
+        self.assertNotIn('"series"', lines[0])
+        self.assertIn('"stage": "00_naive"', lines[0])
+        results = mp.load_results(FIXTURE / "synthetic-no-bench")
+        view = mp.canonical_view(results)
+        self.assertEqual([m.impl for m in view.stages],
+                         ["forward/00_naive", "forward/01_combined_gemms"])
+        self.assertEqual({(m.series, m.kind, m.precision) for m in view.rows()},
+                         {("forward", "forward", "fp32"), ("", "forward", "fp32")})
+        table = mp.results_table(results)
+        self.assertIn("| forward/00_naive | 73.099 |", table)  # one precision: no column
+        self.assertIn("forward pass, FP32;", table)
+        # The older record of a stage is superseded; both are quoted as committed runs.
+        self.assertIn("Across the 2 committed runs", mp.stage_paragraph(results, "00_naive"))
 
     def test_png_bytes_are_reproducible(self):
         for out in ("a", "b"):
@@ -162,21 +218,27 @@ class SyntheticResults(PlotTestCase):
         self.assertEqual(tree_digest(self.tmp / "a"), tree_digest(self.tmp / "b"))
 
 
-class BenchParsing(PlotTestCase):
-    """Google Benchmark's repetitions: aggregates beside the runs, or the aggregates alone."""
+class BenchCase(PlotTestCase):
+    """A bench.json made of given entries, read by make_plots."""
+
+    def load_results(self, entries):
+        folder = self.tmp / "gpu"
+        folder.mkdir(exist_ok=True)
+        (folder / "bench.json").write_text(bench_document(entries))
+        return mp.load_results(folder)
 
     def load(self, entries):
-        sys.path.insert(0, str(ROOT / "plots"))
-        import make_plots
-        folder = self.tmp / "gpu"
-        folder.mkdir()
-        (folder / "bench.json").write_text(json.dumps({"context": {}, "benchmarks": entries}))
-        return make_plots.canonical_view(make_plots.load_results(folder)).stage("00_naive")
+        return mp.canonical_view(self.load_results(entries)).stage("forward/00_naive")
 
     def naive_entry(self, **changes):
         bench = json.loads((FIXTURE / "synthetic-gpu" / "bench.json").read_text())
-        entry = next(e for e in bench["benchmarks"] if e["name"].startswith("00_naive/canonical"))
+        entry = next(e for e in bench["benchmarks"]
+                     if e["name"].startswith("forward/00_naive/canonical/"))
         return dict(entry, **changes)
+
+
+class BenchParsing(BenchCase):
+    """Google Benchmark's repetitions: aggregates beside the runs, or the aggregates alone."""
 
     def test_runs_win_over_aggregates(self):
         run = self.naive_entry()
@@ -190,6 +252,280 @@ class BenchParsing(PlotTestCase):
         median = self.naive_entry(run_type="aggregate", aggregate_name="median", median_ms=42.0)
         mean = self.naive_entry(run_type="aggregate", aggregate_name="mean", median_ms=999.0)
         self.assertEqual(self.load([mean, median]).median_ms, 42.0)
+
+
+class Names(BenchCase):
+    """'<implementation>/<group>/H:..' with '/' in the implementation; old names; labels."""
+
+    def test_name_with_slashes(self):
+        results = self.load_results([self.naive_entry()])
+        [m] = results.bench
+        self.assertEqual((m.impl, m.group, m.series, m.kind, m.precision),
+                         ("forward/00_naive", "canonical", "forward", "forward", "fp32"))
+        self.assertEqual(m.config, mp.Config(512, 512, 64, 100, 4))
+
+    def test_skipped_entry_sizes_from_a_name_with_slashes(self):
+        name = "forward/07_persistent/batch_sweep/H:1024/I:1024/B:256/T:100/L:1/manual_time"
+        results = self.load_results([{"name": name, "skipped": True, "skip_message": "no",
+                                      "label": "series=forward kind=forward precision=bf16"}])
+        [m] = results.bench
+        self.assertEqual((m.impl, m.group, m.config, m.precision, m.supported),
+                         ("forward/07_persistent", "batch_sweep",
+                          mp.Config(1024, 1024, 256, 100, 1), "bf16", False))
+
+    def test_old_name_without_label(self):
+        entry = self.naive_entry(name="00_naive/canonical/H:512/I:512/B:64/T:100/L:4/"
+                                      "iterations:20/manual_time")
+        del entry["label"]
+        [m] = self.load_results([entry]).bench
+        self.assertEqual((m.impl, m.series, m.kind, m.precision),
+                         ("forward/00_naive", "forward", "forward", "fp32"))
+
+    def test_baseline_names_stay_flat(self):
+        bench = json.loads((FIXTURE / "synthetic-gpu" / "bench.json").read_text())
+        results = self.load_results(bench["benchmarks"])
+        cudnn = {m.impl: m.series for m in results.bench if mp.is_cudnn(m.impl)}
+        self.assertEqual(cudnn, {"cudnn_standard": "", "cudnn_persist_static": "",
+                                 "cudnn_persist_dynamic": ""})
+        self.assertEqual(results.fp32_peak_tflops, 60.5)
+
+    def test_name_without_group_and_sizes(self):
+        path = self.tmp / "results" / "gpu" / "bench.json"
+        path.parent.mkdir(parents=True)
+        path.write_text(bench_document([self.naive_entry(name="forward/00_naive/canonical")]))
+        result = make_plots("--results", self.tmp / "results", "--out", self.tmp / "out",
+                            "--no-readmes")
+        self.assert_fails_naming(result, str(path))
+        self.assertIn("<implementation>/<group>/H:", result.stderr)
+
+    def test_label_series_must_match_the_name(self):
+        entry = self.naive_entry(label="series=training kind=forward precision=fp32")
+        with self.assertRaisesRegex(mp.InputError, "series 'training' but the stage "
+                                                   "forward/00_naive"):
+            self.load_results([entry])
+
+
+class Kinds(PlotTestCase):
+    """Training entries are read (with their phases) and left out of every forward figure."""
+
+    def test_training_entries_are_read(self):
+        results = mp.load_results(FIXTURE / "synthetic-gpu")
+        training = [m for m in results.measurements() if m.kind == "training"]
+        self.assertTrue(any(m.group == "canonical" for m in training))
+        entry = next(m for m in training if m.group == "canonical")
+        self.assertEqual(entry.impl, "training/00_naive")
+        self.assertAlmostEqual(entry.phase_ms("forward") + entry.phase_ms("backward"),
+                               entry.median_ms, places=3)
+        record = next(m for m in results.checked if m.kind == "training")
+        self.assertEqual([phase for phase, *_ in record.phases], ["forward", "backward"])
+
+    def test_forward_views_hold_no_training_entry(self):
+        results = mp.load_results(FIXTURE / "synthetic-gpu")
+        self.assertTrue(all(m.kind == "forward" for m in mp.canonical_view(results).rows()))
+        for group in ("batch_sweep", "hidden_sweep"):
+            for ms in mp.sweep_series(results, group).values():
+                self.assertTrue(all(m.kind == "forward" for m in ms))
+        self.assertNotIn("training", mp.results_table(results))
+
+    def test_figures_are_the_same_without_the_training_entries(self):
+        """The forward figures of the fixture, byte for byte, with and without its training
+        entries and record (two copies at the same relative path: the caption names it)."""
+        for run in ("with", "without"):
+            shutil.copytree(FIXTURE / "synthetic-gpu", self.tmp / run / "results" / "gpu")
+        copy = self.tmp / "without" / "results" / "gpu"
+        bench = json.loads((copy / "bench.json").read_text())
+        kept = [e for e in bench["benchmarks"] if "kind=training" not in e.get("label", "")]
+        self.assertLess(len(kept), len(bench["benchmarks"]), "the fixture has no training entry")
+        (copy / "bench.json").write_text(json.dumps(dict(bench, benchmarks=kept)))
+        lines = (copy / "canonical.jsonl").read_text().splitlines(keepends=True)
+        (copy / "canonical.jsonl").write_text(
+            "".join(line for line in lines if '"kind": "training"' not in line))
+        outputs = {}
+        for run in ("with", "without"):
+            result = make_plots("--results", "results", "--out", "out", "--no-readmes",
+                                cwd=self.tmp / run)
+            self.assert_ok(result)
+            outputs[run] = result.stdout
+        self.assertRegex(outputs["with"],
+                         r"results/gpu: training kind, FP32: .*training/00_naive.*not drawn")
+        self.assertNotIn("training", outputs["without"])
+        digests = {run: tree_digest(self.tmp / run / "out" / "gpu") for run in outputs}
+        self.assertEqual(len(digests["with"]), len(mp.FIGURES))
+        self.assertEqual(digests["with"], digests["without"])
+
+
+class Precision(PlotTestCase):
+    def records_folder(self, precision):
+        """A results folder of two stages and PyTorch in one precision (records only)."""
+        folder = self.tmp / "gpu"
+        folder.mkdir()
+        lines = []
+        for line in (FIXTURE / "synthetic-gpu" / "canonical.jsonl").read_text().splitlines():
+            record = json.loads(line)
+            if record["kind"] == "forward":
+                lines.append(json.dumps(dict(record, precision=precision)))
+        (folder / "canonical.jsonl").write_text("\n".join(lines) + "\n")
+        return folder
+
+    def test_the_table_says_the_records_precision(self):
+        results = mp.load_results(self.records_folder("bf16"))
+        table = mp.results_table(results)
+        self.assertIn("forward pass, BF16;", table)
+        self.assertNotIn("FP32", table)
+        self.assertIn("(H=512 I=512 B=64 T=100 L=4, BF16)",
+                      mp.stage_paragraph(results, "forward/00_naive"))
+        fig = mp.figure_canonical(results)
+        self.assertIn("BF16", fig.get_suptitle())
+        self.assertNotIn("FP32", fig.get_suptitle())
+
+    def test_precision_labels(self):
+        self.assertEqual(mp.precision_label("fp32"), "FP32")
+        self.assertEqual(mp.precision_label("fp32_emulated_bf16x9"), "FP32 emulated bf16x9")
+        self.assertEqual(mp.join_precisions(["fp32", "fp16", "fp32"]), "FP16 and FP32")
+
+    def test_fp32_fraction_leaves_out_other_precisions(self):
+        results = mp.load_results(FIXTURE / "synthetic-gpu")
+        fig = mp.figure_fp32_fraction(results)
+        ax = fig.axes[0]
+        labels = [tick.get_text() for tick in ax.get_yticklabels()]
+        self.assertIn("forward/07_persistent", labels)
+        self.assertNotIn("forward/08_half_precision", labels)
+        self.assertIn("not shown (not FP32): forward/08_half_precision (FP16)",
+                      ax.get_xlabel())
+
+
+class Colours(unittest.TestCase):
+    """Stage colours come from the stages present, per series, not from a list of stages."""
+
+    def test_distinct_whatever_the_numbers(self):
+        colors = mp.stage_colors(["forward/00_naive", "forward/08_next", "forward/16_later"])
+        self.assertEqual(len(set(colors.values())), 3)
+
+    def test_many_stages_stay_distinct(self):
+        names = [f"forward/{n:02d}_stage" for n in range(14)]
+        self.assertEqual(len(set(mp.stage_colors(names).values())), 14)
+
+    def test_order_of_the_stages_present(self):
+        """The first stage present gets the series' first colour, whatever its number."""
+        colors = mp.stage_colors(["forward/03_c", "forward/01_b"])
+        other = mp.stage_colors(["forward/05_x", "forward/11_y"])
+        self.assertEqual(colors["forward/01_b"], other["forward/05_x"])
+        self.assertEqual(colors["forward/03_c"], other["forward/11_y"])
+        self.assertNotEqual(colors["forward/01_b"], colors["forward/03_c"])
+
+    def test_series_have_their_own_colours(self):
+        forward = [f"forward/{n:02d}_s" for n in range(4)]
+        training = [f"training/{n:02d}_t" for n in range(3)]
+        alone = mp.stage_colors(forward)
+        both = mp.stage_colors(forward + training)
+        self.assertEqual({k: both[k] for k in forward}, alone, "a new series moved the colours")
+        self.assertFalse(set(both[k] for k in training) & set(alone.values()))
+
+    def test_no_colour_of_pytorch_or_cudnn(self):
+        reserved = {mp.to_hex(mp.PYTORCH_COLOR)} | {mp.to_hex(c) for c, _ in mp.CUDNN_STYLES}
+        colors = mp.stage_colors([f"{s}/{n:02d}_x" for s in ("forward", "training", "other")
+                                  for n in range(9)])
+        self.assertFalse(set(colors.values()) & reserved)
+
+    def test_sweep_lines_use_them(self):
+        results = mp.load_results(FIXTURE / "synthetic-gpu")
+        colors = mp.stage_colors(results.stages())
+        fig = mp.figure_hidden_sweep(results)
+        lines = {line.get_label(): mp.to_hex(line.get_color()) for line in fig.axes[0].lines}
+        self.assertEqual(lines["forward/07_persistent · FP32"], colors["forward/07_persistent"])
+        self.assertEqual(lines["forward/08_half_precision · FP16"],
+                         colors["forward/08_half_precision"])
+
+    def test_persistent_figure_shows_the_last_two_forward_stages(self):
+        results = mp.load_results(FIXTURE / "synthetic-gpu")
+        fig = mp.figure_persistent(results)
+        self.assertTrue(fig.get_suptitle().startswith("forward/08_half_precision against"))
+        results.bench = [m for m in results.bench if m.impl != "forward/08_half_precision"]
+        fig = mp.figure_persistent(results)
+        self.assertTrue(fig.get_suptitle().startswith("forward/07_persistent against"))
+        labels = {line.get_label() for line in fig.axes[0].lines}
+        self.assertEqual(labels, {"forward/06_cuda_graph", "forward/07_persistent",
+                                  "cuDNN fastest at each point"})
+
+
+class StandardConfigs(PlotTestCase):
+    """The canonical config and the sweeps come from common/standard_configs.json."""
+
+    CUSTOM = {"groups": [
+        {"name": "canonical", "hidden": [256], "batch": [32], "seq_len": [50], "layers": [2]},
+        {"name": "batch_sweep", "hidden": [384], "batch": [1, 4, 16], "seq_len": [20],
+         "layers": [1]},
+        {"name": "hidden_sweep", "hidden": [128, 256], "batch": [8], "seq_len": [20],
+         "layers": [2], "input_size": [64]}]}
+
+    def write_configs(self, document):
+        path = self.tmp / "configs.json"
+        path.write_text(json.dumps(document))
+        return path
+
+    def test_the_committed_file(self):
+        document = json.loads((ROOT / "common" / "standard_configs.json").read_text())
+        configs = mp.load_standard_configs()
+        self.assertEqual([g["name"] for g in document["groups"]], list(configs.groups))
+        canonical = document["groups"][0]
+        self.assertEqual(configs.canonical,
+                         mp.Config(canonical["hidden"][0], canonical["hidden"][0],
+                                   canonical["batch"][0], canonical["seq_len"][0],
+                                   canonical["layers"][0]))
+        sweep = configs.group("batch_sweep")
+        self.assertEqual(len(sweep.configs), 18)
+        self.assertEqual(sweep.fixed_label(), "T=100, L=1, I=H")
+
+    def test_input_size_and_order(self):
+        configs = mp.load_standard_configs(self.write_configs(self.CUSTOM))
+        group = configs.group("hidden_sweep")
+        self.assertEqual(group.configs, (mp.Config(128, 64, 8, 20, 2), mp.Config(256, 64, 8, 20, 2)))
+        self.assertEqual(group.fixed_label(), "B=8, T=20, L=2, I=64")
+
+    def test_plots_follow_another_configs_file(self):
+        configs = self.write_configs(self.CUSTOM)
+        results = self.tmp / "results"
+        subprocess.run([sys.executable, str(FIXTURE.parent / "make_synthetic.py"), results,
+                        "--configs", configs], check=True, capture_output=True)
+        readmes = self.tmp / "readmes"
+        readmes.mkdir()
+        readme_copy(readmes)
+        result = make_plots("--results", results, "--out", self.tmp / "out", "--readme-gpu",
+                            "synthetic-gpu", "--readme-root", readmes, "--configs", configs)
+        self.assert_ok(result)
+        for name in ALL_FIGURES:
+            self.assert_png(self.tmp / "out" / "synthetic-gpu" / name)
+        table = (readmes / "README.md").read_text()
+        self.assertIn("Canonical config H=256 I=256 B=32 T=50 L=2, forward pass", table)
+        sweep = (readmes / "stages" / "forward" / "07_persistent" / "README.md").read_text()
+        self.assertIn("| B | H=384: forward/07_persistent | H=384: cuDNN fastest |", sweep)
+        self.assertIn("(H=384, T=20, L=1, I=H, FP32)", sweep)
+        self.assertEqual([line.split(" |")[0] for line in sweep.splitlines()
+                          if line.startswith("| ") and line[2].isdigit()], ["| 1", "| 4", "| 16"])
+
+        # The same data against the committed file: nothing is at its canonical config, and
+        # the console says which entries are off the standard configurations.
+        default = make_plots("--results", results, "--out", self.tmp / "out2", "--no-readmes")
+        self.assert_ok(default)
+        self.assertIn("does not list in their group, left out: batch_sweep H=384", default.stdout)
+        self.assertIn("synthetic-gpu/canonical.png not drawn: no stage measured at the "
+                      "canonical config", default.stdout)
+
+    def test_malformed_configs_file(self):
+        for document, message in (
+                ({"groups": [{"name": "batch_sweep", "hidden": [1], "batch": [1],
+                              "seq_len": [1], "layers": [1]}]}, "a group 'canonical'"),
+                ({"groups": [{"name": "canonical", "hidden": [512, 1024], "batch": [1],
+                              "seq_len": [1], "layers": [1]}]}, "exactly one config"),
+                ({"groups": [{"name": "canonical", "hidden": [512], "batch": [],
+                              "seq_len": [1], "layers": [1]}]}, "'batch' is not a non-empty"),
+                ({"groups": [{"name": "canonical", "hidden": [512], "batch": [1],
+                              "seq_len": [1], "layers": [1], "hiden": [3]}]}, "unknown key")):
+            path = self.write_configs(document)
+            result = make_plots("--results", FIXTURE, "--out", self.tmp / "out", "--no-readmes",
+                                "--configs", path)
+            self.assert_fails_naming(result, str(path))
+            self.assertIn(message, result.stderr)
 
 
 class MalformedInput(PlotTestCase):
@@ -218,7 +554,8 @@ class MalformedInput(PlotTestCase):
     def test_jsonl_bad_line(self):
         good = (FIXTURE / "synthetic-gpu" / "canonical.jsonl").read_text()
         path = self.results_with("canonical.jsonl", good + "{not json\n")
-        self.assert_fails_naming(self.run_on("--no-readmes"), f"{path}:4")
+        self.assert_fails_naming(self.run_on("--no-readmes"),
+                                 f"{path}:{len(good.splitlines()) + 1}")
 
     def test_readme_without_table_markers(self):
         readmes = self.tmp / "readmes"

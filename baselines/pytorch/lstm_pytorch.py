@@ -372,7 +372,8 @@ def json_record(size, data_source: str, warmup: int, runs_ms: list[float], stats
                                          "nonfinite": c["nonfinite"], "passed": c["passed"]}
                              for c in checks}}
     record = {
-        "stage": STAGE, "hidden": H, "input_size": I, "batch": B, "seq_len": T, "layers": L,
+        "stage": STAGE, "series": "", "kind": "forward", "precision": "fp32",
+        "hidden": H, "input_size": I, "batch": B, "seq_len": T, "layers": L,
         "dtype": "fp32", "data": data_source, "flop": flop, "warmup": warmup,
         "iters": len(runs_ms), "ms": {"median": stats["median"], "min": stats["min"], "max": stats["max"]},
         "runs_ms": runs_ms, "tflops": flop / (stats["median"] * 1e-3) / 1e12,

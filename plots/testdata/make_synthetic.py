@@ -4,51 +4,73 @@
 The numbers come from a toy model (a fixed launch overhead per step and layer plus the FLOPs at
 a fixed share of a 60.5 TFLOP/s FP32 rate) chosen only so that the figures look like real ones:
 stage 00 near 72 ms at the canonical config, cuDNN's standard algorithm near 8 ms. Nothing here
-is a result; the real pipeline never reads this folder (only plots/test_plots.py does), and the
-GPU name in every file says SYNTHETIC.
+is a result; the real pipeline never reads this folder (only plots/test_plots.py and the
+notebook's synthetic test do), and the GPU name in every file says SYNTHETIC.
+
+The configurations are the standard ones, read from common/standard_configs.json (or --configs).
 
 Writes, under OUT (default: plots/testdata/synthetic/):
-  synthetic-gpu/bench.json        Google Benchmark JSON: every stage and cuDNN algorithm over the
-                                  canonical config and both sweeps, fp32_fma_peak, and skipped
-                                  entries in both Google Benchmark 1.7 and 1.8 styles
-  synthetic-gpu/pytorch.jsonl     PyTorch records for the same configs (one config twice: the
-                                  last must win)
-  synthetic-gpu/canonical.jsonl   checked runs of two stages (the stage READMEs quote the check)
-  synthetic-no-bench/             canonical.jsonl and pytorch.jsonl only (the fallback path)
+  synthetic-gpu/        the CURRENT schema (stage names '<series>/<NN_slug>', series, kind and
+                        precision in every record and bench label):
+    bench.json          Google Benchmark JSON: every forward stage and cuDNN algorithm over
+                        every group of the standard configurations, fp32_fma_peak, skipped
+                        entries in both Google Benchmark 1.7 and 1.8 styles, a stage in FP16
+                        (forward/08_half_precision), and a training-kind stage
+                        (training/00_naive, with forward_ms and backward_ms) that the forward
+                        figures must ignore
+    pytorch.jsonl       PyTorch records for the same configs (one config twice: the last must
+                        win)
+    canonical.jsonl     checked runs of two forward stages (the stage READMEs quote the check)
+                        and one training run (with "phases")
+  synthetic-no-bench/   the OLD schema (names like '00_naive', no series, kind or precision):
+                        canonical.jsonl and pytorch.jsonl only (the fallback path, and the proof
+                        that old results are still read)
 
-usage: plots/testdata/make_synthetic.py [OUT]
+usage: plots/testdata/make_synthetic.py [OUT] [--configs FILE]
 """
+import argparse
 import json
 import sys
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+import make_plots  # noqa: E402  (the standard configurations, read the same way)
 
 PEAK_TFLOPS = 60.5
 GPU = "SYNTHETIC TEST DATA (not a measurement)"
 ENV = {"gpu": GPU, "sm_count": "132", "driver": "000.00", "cuda_runtime": "13.0",
        "cublas": "13.1.0", "cudnn": "9.14.0", "git_commit": "synthetic", "date_utc":
        "2000-01-01T00:00:00Z", "clocks": "synthetic"}
+BOUND = {"relative_norm": 1e-5, "max_absolute": 1e-4}  # the FP32 check bounds
 
 # impl: (launch overhead per step and layer in µs, share of the FP32 rate in the GEMMs,
-#        whether layers overlap when L > 1)
+#        whether layers overlap when L > 1, precision)
 MODEL = {
-    "00_naive": (165, 0.25, False),
-    "01_combined_gemms": (62, 0.35, False),
-    "02_streams": (50, 0.35, False),
-    "03_fused_pointwise": (25, 0.35, False),
-    "04_transposed_weights": (21, 0.40, False),
-    "05_layer_wavefront": (21, 0.40, True),
-    "06_cuda_graph": (8, 0.40, True),
-    "07_persistent": (3, 0.55, True),
-    "cudnn_standard": (12, 0.50, True),
-    "cudnn_persist_static": (4, 0.50, True),
-    "cudnn_persist_dynamic": (7, 0.45, True),
-    "pytorch": (14, 0.50, True),
+    "forward/00_naive": (165, 0.25, False, "fp32"),
+    "forward/01_combined_gemms": (62, 0.35, False, "fp32"),
+    "forward/02_streams": (50, 0.35, False, "fp32"),
+    "forward/03_fused_pointwise": (25, 0.35, False, "fp32"),
+    "forward/04_transposed_weights": (21, 0.40, False, "fp32"),
+    "forward/05_layer_wavefront": (21, 0.40, True, "fp32"),
+    "forward/06_cuda_graph": (8, 0.40, True, "fp32"),
+    "forward/07_persistent": (3, 0.55, True, "fp32"),
+    "forward/08_half_precision": (2.5, 1.6, True, "fp16"),
+    "cudnn_standard": (12, 0.50, True, "fp32"),
+    "cudnn_persist_static": (4, 0.50, True, "fp32"),
+    "cudnn_persist_dynamic": (7, 0.45, True, "fp32"),
+    "pytorch": (14, 0.50, True, "fp32"),
 }
+TRAINING = "training/00_naive"  # backward = 2 × forward of forward/00_naive's model
+TRAINING_MODEL = "forward/00_naive"
+
+
+def series_of(impl):
+    return impl.split("/")[0] if "/" in impl else ""
 
 
 def unsupported(impl, h, b, group):
     """Synthetic limits, so that skipped entries exist (message, Google Benchmark style)."""
-    if impl == "07_persistent" and (h > 1024 or (h == 1024 and b > 128)):
+    if impl == "forward/07_persistent" and (h > 1024 or (h == 1024 and b > 128)):
         return "recurrent weights do not fit on chip at this size (synthetic limit)", "1.8"
     if impl == "cudnn_persist_static" and h > 1024:
         return "CUDNN_STATUS_NOT_SUPPORTED (synthetic)", "1.7"
@@ -57,10 +79,14 @@ def unsupported(impl, h, b, group):
     return None
 
 
+def flop_count(h, i, b, t, layers):
+    return sum(2 * t * b * 4 * h * ((i if layer == 0 else h) + h) for layer in range(layers))
+
+
 def timing(impl, h, i, b, t, layers):
     """(median_ms, min_ms, max_ms, tflops, us_per_step_layer) of the toy model."""
-    overhead, share, overlap = MODEL[impl]
-    flop = sum(2 * t * b * 4 * h * ((i if layer == 0 else h) + h) for layer in range(layers))
+    overhead, share, overlap, _ = MODEL[impl]
+    flop = flop_count(h, i, b, t, layers)
     compute_us = flop / (share * PEAK_TFLOPS * 1e12) * 1e6 / (t * layers)
     us = (overhead + compute_us) * (0.75 if overlap and layers > 1 else 1.0)
     median = us * t * layers / 1000
@@ -68,20 +94,21 @@ def timing(impl, h, i, b, t, layers):
     return tuple(round(v, 4) for v in values)
 
 
-def configs():
-    """(group, h, i, b, t, l) of the canonical config and both sweeps (docs/design.md)."""
-    yield ("canonical", 512, 512, 64, 100, 4)
-    for h in (512, 1024):
-        for b in (1, 2, 4, 8, 16, 32, 64, 128, 256):
-            yield ("batch_sweep", h, h, b, 100, 1)
-    for h in (256, 512, 1024, 2048):
-        yield ("hidden_sweep", h, h, 64, 100, 4)
+def label(impl, kind, precision):
+    return f"series={series_of(impl)} kind={kind} precision={precision}"
+
+
+def configs(standard):
+    """(group, h, i, b, t, l) of every group of the standard configurations, in file order."""
+    for name, group in standard.groups.items():
+        for c in group.configs:
+            yield (name, c.hidden, c.input_size, c.batch, c.seq_len, c.layers)
 
 
 def bench_entry(impl, group, h, i, b, t, layers):
     name = f"{impl}/{group}/H:{h}/I:{i}/B:{b}/T:{t}/L:{layers}/iterations:20/manual_time"
     entry = {"name": name, "run_name": name, "run_type": "iteration", "repetitions": 1,
-             "threads": 1}
+             "threads": 1, "label": label(impl, "forward", MODEL[impl][3])}
     skip = unsupported(impl, h, b, group)
     if skip:
         message, style = skip
@@ -98,14 +125,57 @@ def bench_entry(impl, group, h, i, b, t, layers):
     return entry
 
 
-def record(stage, h, i, b, t, layers, scale=1.0):
+def training_entry(group, h, i, b, t, layers):
+    """A training-kind entry: forward and backward medians, median_ms their sum, the FLOPs of
+    the training pass (3× the forward's)."""
+    name = f"{TRAINING}/{group}/H:{h}/I:{i}/B:{b}/T:{t}/L:{layers}/iterations:20/manual_time"
+    forward = timing(TRAINING_MODEL, h, i, b, t, layers)[0]
+    backward = round(2 * forward, 4)
+    total = round(forward + backward, 4)
+    return {"name": name, "run_name": name, "run_type": "iteration", "repetitions": 1,
+            "threads": 1, "label": label(TRAINING, "training", "fp32"), "iterations": 20,
+            "real_time": total, "cpu_time": total, "time_unit": "ms", "hidden": h,
+            "input_size": i, "batch": b, "seq_len": t, "layers": layers, "median_ms": total,
+            "min_ms": round(total * 0.97, 4), "max_ms": round(total * 1.06, 4),
+            "forward_ms": forward, "backward_ms": backward,
+            "tflops": round(3 * flop_count(h, i, b, t, layers) / (total / 1000) / 1e12, 4),
+            "us_per_step_layer": round(total * 1000 / (t * layers), 4)}
+
+
+def check(passed=True):
+    return {"performed": True, "passed": passed, "steps_checked": 100, "steps_total": 100,
+            "tensors": {name: {"relative_norm": 2e-7, "max_absolute": 2e-7, "nonfinite": 0,
+                               "passed": passed, "bound": BOUND} for name in ("cy", "hy", "y")}}
+
+
+def record(stage, h, i, b, t, layers, scale=1.0, old_schema=False):
+    """A stage's (or PyTorch's) JSON Lines record; old_schema: as written before series."""
     median, low, high, tflops, us = timing(stage, h, i, b, t, layers)
-    return {"stage": stage, "hidden": h, "input_size": i, "batch": b, "seq_len": t,
-            "layers": layers, "dtype": "fp32", "iters": 20,
-            "ms": {"median": median * scale, "min": low * scale, "max": high * scale},
-            "tflops": tflops / scale, "us_per_step_layer": us * scale,
-            "check": {"performed": True, "passed": True},
-            "env": dict(ENV, torch="0.0.0+synthetic") if stage == "pytorch" else ENV}
+    result = {"stage": stage, "hidden": h, "input_size": i, "batch": b, "seq_len": t,
+              "layers": layers, "dtype": "fp32", "iters": 20,
+              "ms": {"median": median * scale, "min": low * scale, "max": high * scale},
+              "tflops": tflops / scale, "us_per_step_layer": us * scale,
+              "flop": float(flop_count(h, i, b, t, layers)),
+              "env": dict(ENV, torch="0.0.0+synthetic") if stage == "pytorch" else ENV}
+    if old_schema:
+        result.update(stage=stage.split("/")[-1], check={"performed": True, "passed": True})
+        del result["flop"]
+        return result
+    result.update(series=series_of(stage), kind="forward", precision=MODEL[stage][3],
+                  check=check())
+    return result
+
+
+def training_record(h, i, b, t, layers):
+    entry = training_entry("canonical", h, i, b, t, layers)
+    phases = {phase: {"median": entry[f"{phase}_ms"], "min": entry[f"{phase}_ms"] * 0.97,
+                      "max": entry[f"{phase}_ms"] * 1.06} for phase in ("forward", "backward")}
+    return {"stage": TRAINING, "series": "training", "kind": "training", "precision": "fp32",
+            "hidden": h, "input_size": i, "batch": b, "seq_len": t, "layers": layers,
+            "dtype": "fp32", "iters": 20, "flop": 3.0 * flop_count(h, i, b, t, layers),
+            "ms": {"median": entry["median_ms"], "min": entry["min_ms"], "max": entry["max_ms"]},
+            "phases": phases, "tflops": entry["tflops"],
+            "us_per_step_layer": entry["us_per_step_layer"], "check": check(), "env": ENV}
 
 
 def write_jsonl(path, records):
@@ -113,7 +183,17 @@ def write_jsonl(path, records):
 
 
 def main():
-    out = Path(sys.argv[1]) if len(sys.argv) > 1 else Path(__file__).resolve().parent / "synthetic"
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("out", nargs="?", default=str(Path(__file__).resolve().parent /
+                                                      "synthetic"))
+    parser.add_argument("--configs", help="the standard configurations (default "
+                                          "common/standard_configs.json)")
+    args = parser.parse_args()
+    try:
+        standard = make_plots.load_standard_configs(args.configs)
+    except make_plots.InputError as error:
+        sys.exit(f"make_synthetic: error: {error}")
+    out = Path(args.out)
     gpu, no_bench = out / "synthetic-gpu", out / "synthetic-no-bench"
     gpu.mkdir(parents=True, exist_ok=True)
     no_bench.mkdir(parents=True, exist_ok=True)
@@ -121,7 +201,10 @@ def main():
     entries = [{"name": "fp32_fma_peak/iterations:10/manual_time", "run_type": "iteration",
                 "iterations": 10, "real_time": 1.0, "cpu_time": 1.0, "time_unit": "ms",
                 "tflops": PEAK_TFLOPS}]
-    entries += [bench_entry(impl, *config) for config in configs() for impl in impls]
+    for config in configs(standard):
+        entries += [bench_entry(impl, *config) for impl in impls]
+        if config[0] in ("canonical", "batch_sweep"):
+            entries.append(training_entry(*config))
     context = dict(ENV, date="2000-01-01T00:00:00+00:00", host_name="synthetic",
                    executable="synthetic", num_cpus=16, mhz_per_cpu=2000,
                    library_build_type="release")
@@ -130,15 +213,19 @@ def main():
     (gpu / "bench.json").write_text(
         '{"context": ' + json.dumps(context, sort_keys=True) + ',\n"benchmarks": [\n' + body
         + "\n]}\n")
-    pytorch = [record("pytorch", *config[1:]) for config in configs()]
-    pytorch.insert(0, record("pytorch", 512, 512, 64, 100, 4, scale=3.0))  # superseded below
+    canonical = tuple(standard.canonical)
+    pytorch = [record("pytorch", *config[1:]) for config in configs(standard)]
+    pytorch.insert(0, record("pytorch", *canonical, scale=3.0))  # superseded below
     write_jsonl(gpu / "pytorch.jsonl", pytorch)
-    canonical = (512, 512, 64, 100, 4)
-    checked = [record("00_naive", *canonical, scale=0.8), record("00_naive", *canonical),
-               record("01_combined_gemms", *canonical)]
-    write_jsonl(gpu / "canonical.jsonl", checked)
-    write_jsonl(no_bench / "canonical.jsonl", checked)
-    write_jsonl(no_bench / "pytorch.jsonl", [record("pytorch", 512, 512, 64, 100, 4)])
+    checked = [record("forward/00_naive", *canonical, scale=0.8),
+               record("forward/00_naive", *canonical),
+               record("forward/01_combined_gemms", *canonical)]
+    write_jsonl(gpu / "canonical.jsonl", checked + [training_record(*canonical)])
+    write_jsonl(no_bench / "canonical.jsonl",
+                [record("forward/00_naive", *canonical, scale=0.8, old_schema=True),
+                 record("forward/00_naive", *canonical, old_schema=True),
+                 record("forward/01_combined_gemms", *canonical, old_schema=True)])
+    write_jsonl(no_bench / "pytorch.jsonl", [record("pytorch", *canonical, old_schema=True)])
     for path in sorted(out.glob("*/*")):
         print(f"make_synthetic: wrote {path}")
 
