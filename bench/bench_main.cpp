@@ -118,7 +118,8 @@ void bench_implementation(benchmark::State& state, const StageInfo& info,
     for (float value : tensor.values) {
       if (!std::isfinite(value)) {
         CUDA_CHECK(cudaStreamDestroy(stream));
-        state.SkipWithError(("the pass left NaN/Inf or unwritten elements in " + tensor.name).c_str());
+        state.SkipWithError(
+            ("the pass left NaN/Inf or unwritten elements in " + tensor.name).c_str());
         return;
       }
     }
@@ -231,11 +232,10 @@ int main(int argc, char** argv) {
     static const std::vector<StageInfo> impls = implementations();
     for (const StandardConfig& config : standard_configs()) {
       for (const StageInfo& impl : impls) {
-        benchmark::RegisterBenchmark(
-            (impl.name + "/" + config_name(config)).c_str(),
-            [&impl, &config](benchmark::State& state) {
-              bench_implementation(state, impl, config);
-            })
+        benchmark::RegisterBenchmark((impl.name + "/" + config_name(config)).c_str(),
+                                     [&impl, &config](benchmark::State& state) {
+                                       bench_implementation(state, impl, config);
+                                     })
             ->UseManualTime()
             ->Iterations(kIterations)
             ->Unit(benchmark::kMillisecond);

@@ -10,8 +10,8 @@
 
 #include <vector>
 
-#include "lstm_reference.h"
 #include "core/lstm_data.h"
+#include "lstm_reference.h"
 
 namespace lstm {
 

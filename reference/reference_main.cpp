@@ -12,8 +12,8 @@
 #include <iostream>
 
 #include "core/command_line.h"
-#include "lstm_reference.h"
 #include "core/npy.h"
+#include "lstm_reference.h"
 
 namespace {
 
@@ -56,11 +56,11 @@ int main(int argc, char** argv) {
   try {
     std::string save_dir;
     bool no_reference = false;
-    const lstm::RunOptions options =
-        lstm::parse_command_line(argc, argv, "lstm_reference",
-                                 "The CPU reference LSTM forward pass in double precision (no GPU "
-                                 "needed).",
-                                 [&](CLI::App& app) {
+    const lstm::RunOptions options = lstm::parse_command_line(
+        argc, argv, "lstm_reference",
+        "The CPU reference LSTM forward pass in double precision (no GPU "
+        "needed).",
+        [&](CLI::App& app) {
           app.add_option("--save-inputs", save_dir,
                          "write the inputs and parameters (x, h0, c0, weights, biases; the "
                          "--load layout) into DIR");

@@ -13,8 +13,8 @@
 #include <vector>
 
 #include "cudnn_lstm.h"
-#include "harness/checked_run.h"
 #include "gpu_test_support.h"
+#include "harness/checked_run.h"
 
 namespace lstm {
 namespace {

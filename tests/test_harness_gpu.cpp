@@ -35,10 +35,9 @@ std::pair<int, nlohmann::json> run_through_harness(std::unique_ptr<Stage> stage,
                                                    const std::string& name,
                                                    const std::vector<std::string>& flags) {
   apply_stage_flags(*stage, flags);
-  const std::string json_path =
-      (std::filesystem::temp_directory_path() / ("lstm_harness_test_" + std::to_string(::getpid()) +
-                                                 ".jsonl"))
-          .string();
+  const std::string json_path = (std::filesystem::temp_directory_path() /
+                                 ("lstm_harness_test_" + std::to_string(::getpid()) + ".jsonl"))
+                                    .string();
   std::remove(json_path.c_str());
   RunOptions options;
   options.size = kSize;
@@ -70,8 +69,8 @@ CheckReport check_in_process(std::unique_ptr<Stage> stage, const std::vector<std
 
 TEST(HarnessSecondSeries, TrainingStageIsCheckedOnEveryGradientAndRecordedAsTraining) {
   SKIP_WITHOUT_GPU();
-  const auto [status, record] =
-      run_through_harness(stage_selftest_00_oracle_training::make(), "selftest/00_oracle_training", {});
+  const auto [status, record] = run_through_harness(stage_selftest_00_oracle_training::make(),
+                                                    "selftest/00_oracle_training", {});
   ASSERT_EQ(status, 0);
   ASSERT_FALSE(record.is_null());
   EXPECT_EQ(record["stage"], "selftest/00_oracle_training");
@@ -94,15 +93,15 @@ TEST(HarnessSecondSeries, TrainingStageIsCheckedOnEveryGradientAndRecordedAsTrai
 TEST(HarnessSecondSeries, ABrokenGradientFailsAndIsTheWorstTensor) {
   SKIP_WITHOUT_GPU();
   for (const char* broken : {"grad_weight_hh_l1", "dc0", "grad_bias_ih_l0", "hy"}) {
-    const CheckReport report = check_in_process(stage_selftest_00_oracle_training::make(),
-                                                {"--perturb", broken});
+    const CheckReport report =
+        check_in_process(stage_selftest_00_oracle_training::make(), {"--perturb", broken});
     EXPECT_FALSE(report.passed()) << broken;
     ASSERT_NE(report.worst(), nullptr);
     EXPECT_EQ(report.worst()->name, broken) << report.describe();
   }
-  const auto [status, record] = run_through_harness(stage_selftest_00_oracle_training::make(),
-                                                    "selftest/00_oracle_training",
-                                                    {"--perturb", "dx"});
+  const auto [status, record] =
+      run_through_harness(stage_selftest_00_oracle_training::make(), "selftest/00_oracle_training",
+                          {"--perturb", "dx"});
   EXPECT_EQ(status, 1);
   EXPECT_TRUE(record.is_null()) << "a failed run must not append a record";
 }
@@ -125,8 +124,8 @@ TEST(HarnessOtherPrecision, Fp16StageIsCheckedWithItsOwnBoundAndRecordedAsFp16) 
 
 TEST(HarnessOtherPrecision, ABrokenFp16OutputFails) {
   SKIP_WITHOUT_GPU();
-  const CheckReport report = check_in_process(stage_selftest_01_oracle_fp16::make(),
-                                              {"--perturb", "y"});
+  const CheckReport report =
+      check_in_process(stage_selftest_01_oracle_fp16::make(), {"--perturb", "y"});
   EXPECT_FALSE(report.passed());
   ASSERT_NE(report.worst(), nullptr);
   EXPECT_EQ(report.worst()->name, "y");

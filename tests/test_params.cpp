@@ -6,8 +6,8 @@
 #include <random>
 #include <string>
 
-#include "core/npy.h"
 #include "core/lstm_data.h"
+#include "core/npy.h"
 
 namespace lstm {
 namespace {

@@ -20,9 +20,9 @@
 #include <tuple>
 #include <vector>
 
-#include "lstm_reference.h"
-#include "core/npy.h"
 #include "core/lstm_data.h"
+#include "core/npy.h"
+#include "lstm_reference.h"
 
 #ifndef LSTM_TEST_DATA_DIR
 #error "LSTM_TEST_DATA_DIR must be defined as a string literal: the path of tests/data"

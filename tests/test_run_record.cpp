@@ -34,7 +34,8 @@ RunRecord training_fp16_record() {
 }
 
 TEST(RunRecord, JsonCarriesSeriesKindPrecisionPhasesAndBounds) {
-  const nlohmann::json j = nlohmann::json::parse(json_record(training_fp16_record(), Environment{}));
+  const nlohmann::json j =
+      nlohmann::json::parse(json_record(training_fp16_record(), Environment{}));
   EXPECT_EQ(j["stage"], "training/03_example");
   EXPECT_EQ(j["series"], "training");
   EXPECT_EQ(j["kind"], "training");

@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "harness/checked_run.h"
 #include "gpu_test_support.h"
+#include "harness/checked_run.h"
 #include "harness/stage_registry.h"
 
 namespace lstm {
@@ -25,7 +25,6 @@ std::string safe_name(std::string name) {
 const std::vector<Shape>& shapes() {
   return testing::odd_shapes();
 }
-
 
 class StageVsReference : public ::testing::TestWithParam<std::tuple<std::size_t, std::size_t>> {};
 

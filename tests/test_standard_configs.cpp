@@ -21,8 +21,8 @@ std::string read_file(const std::string& path) {
 }
 
 TEST(StandardConfigs, CompiledInCopyEqualsTheFile) {
-  const std::vector<StandardConfig> from_file =
-      parse_standard_configs(read_file(std::string(LSTM_SOURCE_DIR) + "/common/standard_configs.json"));
+  const std::vector<StandardConfig> from_file = parse_standard_configs(
+      read_file(std::string(LSTM_SOURCE_DIR) + "/common/standard_configs.json"));
   ASSERT_EQ(from_file.size(), standard_configs().size());
   for (std::size_t i = 0; i < from_file.size(); ++i)
     EXPECT_EQ(config_name(from_file[i]), config_name(standard_configs()[i]));
@@ -52,10 +52,12 @@ TEST(StandardConfigs, ProductOrderAndInputSize) {
 }
 
 TEST(StandardConfigs, MalformedFilesAreRefused) {
-  for (const char* bad : {"", "[]", R"({"groups": []})", R"({"groups": [{"hidden": [1]}]})",
-                          R"({"groups": [{"name": "g", "hidden": [0], "batch": [1], "seq_len": [1], "layers": [1]}]})",
-                          R"({"groups": [{"name": "g", "hidden": [4], "batch": ["2"], "seq_len": [1], "layers": [1]}]})",
-                          R"({"groups": [{"name": "g", "hidden": [4], "batch": [2], "seq_len": [1]}]})"}) {
+  for (
+      const char* bad :
+      {"", "[]", R"({"groups": []})", R"({"groups": [{"hidden": [1]}]})",
+       R"({"groups": [{"name": "g", "hidden": [0], "batch": [1], "seq_len": [1], "layers": [1]}]})",
+       R"({"groups": [{"name": "g", "hidden": [4], "batch": ["2"], "seq_len": [1], "layers": [1]}]})",
+       R"({"groups": [{"name": "g", "hidden": [4], "batch": [2], "seq_len": [1]}]})"}) {
     EXPECT_THROW(parse_standard_configs(bad), std::invalid_argument) << bad;
   }
 }

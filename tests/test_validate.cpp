@@ -54,7 +54,8 @@ std::vector<OutputTensor> named(const Outputs& o) {
 std::vector<ReferenceTensor> references(const Outputs& o, int steps_checked = kT) {
   const std::vector<OutputTensor> layouts = output_layouts(kSize, StageKind::kForward);
   std::vector<double> y_ref(o.y_ref.begin(), o.y_ref.begin() + steps_checked * kB * kH);
-  std::vector<ReferenceTensor> refs = {{"y", {std::size_t(steps_checked), kB, kH}, layouts[0].axes, y_ref}};
+  std::vector<ReferenceTensor> refs = {
+      {"y", {std::size_t(steps_checked), kB, kH}, layouts[0].axes, y_ref}};
   if (steps_checked == kT) {
     refs.push_back({"hy", layouts[1].shape, layouts[1].axes, o.hy_ref});
     refs.push_back({"cy", layouts[2].shape, layouts[2].axes, o.cy_ref});
@@ -160,7 +161,8 @@ TEST(Validate, EachTensorHasItsOwnBound) {
   EXPECT_FALSE(strict.passed());
   EXPECT_TRUE(loose.passed()) << loose.describe();
   EXPECT_EQ(loose.tensors[2].bound.max_absolute, 1e-3);
-  EXPECT_NE(loose.describe().find("(bound 1.000e-03, 1.000e-03)"), std::string::npos) << loose.describe();
+  EXPECT_NE(loose.describe().find("(bound 1.000e-03, 1.000e-03)"), std::string::npos)
+      << loose.describe();
 }
 
 TEST(Validate, WorstElementOfTheWorstTensorIsReported) {
@@ -186,17 +188,29 @@ TEST(Validate, MissingTensorFailsAndIsNamed) {
 }
 
 TEST(Validate, GradientTensorsAreNamedLikePyTorch) {
-  const std::vector<OutputTensor> layouts = output_layouts(ProblemSize{3, 2, 1, 4, 2}, StageKind::kTraining);
+  const std::vector<OutputTensor> layouts =
+      output_layouts(ProblemSize{3, 2, 1, 4, 2}, StageKind::kTraining);
   std::vector<std::string> names;
-  for (const OutputTensor& t : layouts) names.push_back(t.name);
-  const std::vector<std::string> expected = {
-      "y", "hy", "cy", "dx", "dh0", "dc0", "grad_weight_ih_l0", "grad_weight_hh_l0",
-      "grad_bias_ih_l0", "grad_bias_hh_l0", "grad_weight_ih_l1", "grad_weight_hh_l1",
-      "grad_bias_ih_l1", "grad_bias_hh_l1"};
+  for (const OutputTensor& t : layouts)
+    names.push_back(t.name);
+  const std::vector<std::string> expected = {"y",
+                                             "hy",
+                                             "cy",
+                                             "dx",
+                                             "dh0",
+                                             "dc0",
+                                             "grad_weight_ih_l0",
+                                             "grad_weight_hh_l0",
+                                             "grad_bias_ih_l0",
+                                             "grad_bias_hh_l0",
+                                             "grad_weight_ih_l1",
+                                             "grad_weight_hh_l1",
+                                             "grad_bias_ih_l1",
+                                             "grad_bias_hh_l1"};
   EXPECT_EQ(names, expected);
-  EXPECT_EQ(layouts[3].shape, (std::vector<std::size_t>{4, 1, 2}));    // dx: (T, B, I)
-  EXPECT_EQ(layouts[6].shape, (std::vector<std::size_t>{12, 2}));      // (4H, I) for layer 0
-  EXPECT_EQ(layouts[10].shape, (std::vector<std::size_t>{12, 3}));     // (4H, H) after
+  EXPECT_EQ(layouts[3].shape, (std::vector<std::size_t>{4, 1, 2}));  // dx: (T, B, I)
+  EXPECT_EQ(layouts[6].shape, (std::vector<std::size_t>{12, 2}));    // (4H, I) for layer 0
+  EXPECT_EQ(layouts[10].shape, (std::vector<std::size_t>{12, 3}));   // (4H, H) after
 }
 
 TEST(Validate, ReducedPrecisionHasNoDefaultBound) {

@@ -1,5 +1,5 @@
-// lstm_cudnn: the cuDNN baseline's executable. The shared harness (common/harness/stage_main.h) runs
-// cuDNN's LSTM with one algorithm, or with each in turn (--algo all, the default) on the same
+// lstm_cudnn: the cuDNN baseline's executable. The shared harness (common/harness/stage_main.h)
+// runs cuDNN's LSTM with one algorithm, or with each in turn (--algo all, the default) on the same
 // data, and names the fastest. An algorithm that cuDNN refuses for the sizes given is reported
 // as unsupported (with cuDNN's reason) and the others go on.
 #include <CLI/CLI.hpp>

@@ -45,9 +45,9 @@ TensorCheck compare_tensor(const OutputTensor& out, const ReferenceTensor& ref,
 
 /// The check of one run: every reference tensor against the output of the same name.
 struct CheckReport {
-  std::vector<TensorCheck> tensors;     ///< one per reference tensor, in the reference's order
-  std::vector<std::string> not_checked; ///< what was not compared and why, said on every report
-  bool passed() const;                  ///< at least one tensor, and every one passed
+  std::vector<TensorCheck> tensors;      ///< one per reference tensor, in the reference's order
+  std::vector<std::string> not_checked;  ///< what was not compared and why, said on every report
+  bool passed() const;                   ///< at least one tensor, and every one passed
   /// The tensor furthest past its bound (the first if several tie); nullptr if none.
   const TensorCheck* worst() const;
   /// Lines for the console: what was not checked, each tensor's errors and bound, and for a

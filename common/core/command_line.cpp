@@ -33,7 +33,8 @@ RunOptions parse_command_line(int argc, const char* const* argv, const std::stri
                  "read parameters and inputs (.npy, PyTorch names) from DIR; sizes come from "
                  "the files")
       ->check(CLI::ExistingDirectory);
-  app.add_option("--dump", options.dump_dir, "write y.npy, hy.npy, cy.npy (and, for a training pass, every gradient) into DIR");
+  app.add_option("--dump", options.dump_dir,
+                 "write y.npy, hy.npy, cy.npy (and, for a training pass, every gradient) into DIR");
   app.add_option("--json", options.json_path, "append one JSON result record to FILE");
   if (extra) extra(app);
 

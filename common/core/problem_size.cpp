@@ -61,11 +61,11 @@ TensorCounts count_tensors(const ProblemSize& s) {
   // dy is as large as y, dx as x, the parameters' gradients as the parameters; dhy, dcy, dh0
   // and dc0 are four more states.
   std::size_t gradients = checked_add(counts.y, counts.x, "the gradients");
-  gradients = checked_add(gradients, checked_mul(4, counts.state, "the gradients"), "the gradients");
+  gradients =
+      checked_add(gradients, checked_mul(4, counts.state, "the gradients"), "the gradients");
   gradients = checked_add(gradients, counts.parameters, "the gradients");
-  counts.training_bytes =
-      checked_add(counts.bytes, checked_mul(gradients, sizeof(float), "the gradients"),
-                  "the training tensors");
+  counts.training_bytes = checked_add(
+      counts.bytes, checked_mul(gradients, sizeof(float), "the gradients"), "the training tensors");
   return counts;
 }
 

@@ -36,11 +36,10 @@ std::string describe_run(const RunRecord& record) {
 void print_summary(std::ostream& out, const RunRecord& record, const Environment& env) {
   const TimingStats& t = record.timing;
   out << std::fixed << std::setprecision(3) << "time " << describe_run(record) << "  median "
-      << t.median_ms << " ms (min " << t.min_ms << ", max " << t.max_ms << ", "
-      << t.runs_ms.size() << " runs)  " << std::setprecision(2)
-      << tflops(record.size, record.kind, t.median_ms) << " TFLOP/s  " << std::setprecision(2)
-      << us_per_step_layer(record.size, t.median_ms) << " us/step-layer  on " << env.gpu_name
-      << "\n";
+      << t.median_ms << " ms (min " << t.min_ms << ", max " << t.max_ms << ", " << t.runs_ms.size()
+      << " runs)  " << std::setprecision(2) << tflops(record.size, record.kind, t.median_ms)
+      << " TFLOP/s  " << std::setprecision(2) << us_per_step_layer(record.size, t.median_ms)
+      << " us/step-layer  on " << env.gpu_name << "\n";
   if (record.forward && record.backward) {
     out << std::setprecision(3) << "  of which forward (keeping what backward needs) median "
         << record.forward->median_ms << " ms, backward median " << record.backward->median_ms

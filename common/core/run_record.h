@@ -19,17 +19,17 @@ namespace lstm {
 
 /// Everything one run of an implementation measured.
 struct RunRecord {
-  std::string stage;                    ///< "forward/00_naive", "cudnn_standard", ...
-  std::string series;                   ///< "forward", "training", or "" for a baseline
-  StageKind kind = StageKind::kForward;  ///< what it computed
+  std::string stage;                       ///< "forward/00_naive", "cudnn_standard", ...
+  std::string series;                      ///< "forward", "training", or "" for a baseline
+  StageKind kind = StageKind::kForward;    ///< what it computed
   Precision precision = Precision::kFp32;  ///< in which precision
-  ProblemSize size;                     ///< sizes
-  std::string data_source;              ///< "generated (seed 1)" or "loaded from DIR"
-  int warmup = 0;                       ///< untimed runs before timing
-  TimingStats timing;                   ///< the whole pass (a training pass: forward + backward)
-  std::optional<TimingStats> forward;   ///< a training pass: the forward with its stash alone
-  std::optional<TimingStats> backward;  ///< a training pass: the backward alone
-  std::optional<CheckReport> check;     ///< absent with --no-check
+  ProblemSize size;                        ///< sizes
+  std::string data_source;                 ///< "generated (seed 1)" or "loaded from DIR"
+  int warmup = 0;                          ///< untimed runs before timing
+  TimingStats timing;                      ///< the whole pass (a training pass: forward + backward)
+  std::optional<TimingStats> forward;      ///< a training pass: the forward with its stash alone
+  std::optional<TimingStats> backward;     ///< a training pass: the backward alone
+  std::optional<CheckReport> check;        ///< absent with --no-check
 };
 
 /// FLOPs of one pass of `kind` over `size` (ProblemSize::flop_count or training_flop_count).

@@ -10,10 +10,11 @@ const char* standard_configs_json();  // generated from common/standard_configs.
 
 namespace {
 
-std::vector<int> positive_list(const nlohmann::json& group, const char* key, const std::string& name) {
+std::vector<int> positive_list(const nlohmann::json& group, const char* key,
+                               const std::string& name) {
   if (!group.contains(key) || !group[key].is_array() || group[key].empty()) {
-    throw std::invalid_argument("standard configs: group \"" + name + "\" needs a non-empty list \"" +
-                                key + "\"");
+    throw std::invalid_argument("standard configs: group \"" + name +
+                                "\" needs a non-empty list \"" + key + "\"");
   }
   std::vector<int> values;
   for (const nlohmann::json& value : group[key]) {
@@ -49,8 +50,9 @@ std::vector<StandardConfig> parse_standard_configs(const std::string& json_text)
     const std::vector<int> batch = positive_list(group, "batch", name);
     const std::vector<int> seq_len = positive_list(group, "seq_len", name);
     const std::vector<int> layers = positive_list(group, "layers", name);
-    const std::vector<int> input_size =
-        group.contains("input_size") ? positive_list(group, "input_size", name) : std::vector<int>{0};
+    const std::vector<int> input_size = group.contains("input_size")
+                                            ? positive_list(group, "input_size", name)
+                                            : std::vector<int>{0};
     for (int h : hidden)
       for (int i : input_size)
         for (int b : batch)
@@ -63,7 +65,8 @@ std::vector<StandardConfig> parse_standard_configs(const std::string& json_text)
 }
 
 const std::vector<StandardConfig>& standard_configs() {
-  static const std::vector<StandardConfig> configs = parse_standard_configs(standard_configs_json());
+  static const std::vector<StandardConfig> configs =
+      parse_standard_configs(standard_configs_json());
   return configs;
 }
 

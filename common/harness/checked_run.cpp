@@ -33,12 +33,13 @@ ReferenceForCheck compute_reference(const LstmParams& params, StageKind kind,
   const ProblemSize& size = params.size;
   ReferenceForCheck check;
   if (kind == StageKind::kTraining) {
-    if (upstream == nullptr) throw std::invalid_argument("compute_reference: no upstream gradients");
+    if (upstream == nullptr)
+      throw std::invalid_argument("compute_reference: no upstream gradients");
     if (training_reference_fits(size)) {
       const ReferenceTraining ref = reference_training(params, *upstream);
-      std::vector<const std::vector<double>*> values = {
-          &ref.forward.y,     &ref.forward.hy,     &ref.forward.cy,
-          &ref.gradients.dx,  &ref.gradients.dh0,  &ref.gradients.dc0};
+      std::vector<const std::vector<double>*> values = {&ref.forward.y,     &ref.forward.hy,
+                                                        &ref.forward.cy,    &ref.gradients.dx,
+                                                        &ref.gradients.dh0, &ref.gradients.dc0};
       for (const ReferenceLayerGradients& layer : ref.gradients.layers) {
         for (const std::vector<double>* v : {&layer.w_ih, &layer.w_hh, &layer.b_ih, &layer.b_hh})
           values.push_back(v);
@@ -47,8 +48,8 @@ ReferenceForCheck compute_reference(const LstmParams& params, StageKind kind,
       return check;
     }
     std::ostringstream note;
-    note << "the gradients were NOT checked: the training reference of " << size.describe()
-         << " (" << size.training_flop_count() << " FLOP) is over the CPU reference's budget ("
+    note << "the gradients were NOT checked: the training reference of " << size.describe() << " ("
+         << size.training_flop_count() << " FLOP) is over the CPU reference's budget ("
          << kReferenceFlopBudget << " FLOP)";
     check.not_checked.push_back(note.str());
   }
@@ -68,8 +69,7 @@ ReferenceForCheck compute_reference(const LstmParams& params, StageKind kind,
   return check;
 }
 
-ReferenceForCheck load_reference(const std::string& dir, const ProblemSize& size,
-                                 StageKind kind) {
+ReferenceForCheck load_reference(const std::string& dir, const ProblemSize& size, StageKind kind) {
   return {load_reference_tensors(dir, output_layouts(size, kind)), {}};
 }
 
@@ -99,8 +99,7 @@ std::string prepare_stage(Stage& stage, const DeviceProblem& problem) {
   return {};
 }
 
-std::vector<OutputTensor> run_for_check(Stage& stage, DeviceProblem& problem,
-                                        cudaStream_t stream) {
+std::vector<OutputTensor> run_for_check(Stage& stage, DeviceProblem& problem, cudaStream_t stream) {
   problem.poison_outputs(stream);
   stage.forward(problem.tensors(), stream);
   if (stage.kind() == StageKind::kTraining) {
@@ -116,8 +115,7 @@ CheckReport check_run(const Stage& stage, const std::vector<OutputTensor>& outpu
                       const ReferenceForCheck& reference) {
   return check_tensors(
       outputs, reference.tensors,
-      [&stage](const std::string& name) { return stage.tolerance(name); },
-      reference.not_checked);
+      [&stage](const std::string& name) { return stage.tolerance(name); }, reference.not_checked);
 }
 
 StageTimes time_stage(Stage& stage, DeviceProblem& problem, cudaStream_t stream, int warmup,

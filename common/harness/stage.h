@@ -39,16 +39,16 @@ struct DeviceTensors {
 
   // A training problem: the upstream gradients (read by the backward) and the gradients it
   // writes (written, never accumulated into).
-  const float* dy = nullptr;        ///< (T, B, H)
-  const float* dhy = nullptr;       ///< (L, B, H)
-  const float* dcy = nullptr;       ///< (L, B, H)
-  float* dx = nullptr;              ///< (T, B, I)
-  float* dh0 = nullptr;             ///< (L, B, H)
-  float* dc0 = nullptr;             ///< (L, B, H)
-  std::vector<float*> grad_w_ih;    ///< per layer: (4H, I_l)
-  std::vector<float*> grad_w_hh;    ///< per layer: (4H, H)
-  std::vector<float*> grad_b_ih;    ///< per layer: (4H)
-  std::vector<float*> grad_b_hh;    ///< per layer: (4H)
+  const float* dy = nullptr;      ///< (T, B, H)
+  const float* dhy = nullptr;     ///< (L, B, H)
+  const float* dcy = nullptr;     ///< (L, B, H)
+  float* dx = nullptr;            ///< (T, B, I)
+  float* dh0 = nullptr;           ///< (L, B, H)
+  float* dc0 = nullptr;           ///< (L, B, H)
+  std::vector<float*> grad_w_ih;  ///< per layer: (4H, I_l)
+  std::vector<float*> grad_w_hh;  ///< per layer: (4H, H)
+  std::vector<float*> grad_b_ih;  ///< per layer: (4H)
+  std::vector<float*> grad_b_hh;  ///< per layer: (4H)
 };
 
 /// Thrown by Stage::prepare() when the implementation finds it cannot run the size after all

@@ -3,8 +3,8 @@
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
-#include <future>
 #include <filesystem>
+#include <future>
 #include <iomanip>
 #include <iostream>
 
@@ -67,9 +67,11 @@ int run_stages(const RunOptions& options, std::vector<Implementation> implementa
   std::shared_future<ReferenceForCheck> forward_reference, training_reference;
   if (options.check) {
     auto start = [&](StageKind kind) {
-      return std::async(std::launch::async, [&params, &upstream, kind] {
-               return compute_reference(params, kind, upstream ? &*upstream : nullptr);
-             }).share();
+      return std::async(std::launch::async,
+                        [&params, &upstream, kind] {
+                          return compute_reference(params, kind, upstream ? &*upstream : nullptr);
+                        })
+          .share();
     };
     for (const Implementation& implementation : implementations) {
       const StageKind kind = implementation.stage->kind();

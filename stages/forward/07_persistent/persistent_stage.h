@@ -6,8 +6,8 @@
 
 #include <memory>
 
-#include "plan.h"
 #include "harness/stage.h"
+#include "plan.h"
 
 namespace lstm::LSTM_STAGE_NAMESPACE {  // stage_<series>_<NN_slug>, named by the build
 

@@ -96,9 +96,9 @@
 #include <vector>
 
 #include "harness/cuda_utils.h"
+#include "harness/stage.h"
 #include "persistent_stage.h"
 #include "plan.h"
-#include "harness/stage.h"
 
 namespace lstm::LSTM_STAGE_NAMESPACE {  // stage_<series>_<NN_slug>, named by the build
 namespace {
@@ -934,8 +934,7 @@ class PersistentStage final : public Stage {
     CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
     plan_ = make_plan(s, device_limits(prop), flags_.request);
     if (!plan_.fits) throw UnsupportedError(plan_.why);
-    if (flags_.verbose)
-      std::cerr << "07_persistent plan: " << plan_.describe() << "\n";
+    if (flags_.verbose) std::cerr << "07_persistent plan: " << plan_.describe() << "\n";
     CUDA_CHECK(cudaFuncSetAttribute(kernel_for(plan_), cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     static_cast<int>(plan_.shared_bytes)));
     CUBLAS_CHECK(cublasCreate(&cublas_));

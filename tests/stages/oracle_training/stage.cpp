@@ -67,8 +67,8 @@ class OracleTraining final : public TrainingStage {
 
  private:
   std::string perturbed_;
-  std::array<std::vector<float>, 3> forward_;    // y, hy, cy
-  std::array<std::vector<float>, 3> gradients_;  // dx, dh0, dc0
+  std::array<std::vector<float>, 3> forward_;                       // y, hy, cy
+  std::array<std::vector<float>, 3> gradients_;                     // dx, dh0, dc0
   std::vector<std::array<std::vector<float>, 4>> layer_gradients_;  // w_ih, w_hh, b_ih, b_hh
 };
 
