@@ -1,4 +1,4 @@
-/*! \file config.h
+/*! \file command_line.h
  *  \brief The command line every stage, baseline and the PyTorch script share (the data contract
  *         of docs/design.md), parsed with CLI11.
  */

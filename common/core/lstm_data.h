@@ -1,4 +1,4 @@
-/*! \file params.h
+/*! \file lstm_data.h
  *  \brief Host-side LSTM parameters, inputs, upstream gradients and outputs in PyTorch's layout:
  *         generate from a seed, load from and dump to .npy files.
  */

@@ -1,4 +1,4 @@
-/*! \file problem.h
+/*! \file problem_size.h
  *  \brief The sizes of one LSTM problem, their limits, and the FLOP count every report uses.
  */
 #pragma once

@@ -1,4 +1,4 @@
-/*! \file stages/00_naive/stage.cu
+/*! \file stages/forward/00_naive/stage.cu
  *  \brief Stage 00: the naive LSTM forward pass, operation by operation.
  *
  * lstm-stages, one optimization per stage:

@@ -1,4 +1,4 @@
-/*! \file stages/01_combined_gemms/stage.cu
+/*! \file stages/forward/01_combined_gemms/stage.cu
  *  \brief Stage 01: one GEMM for the four gates, one GEMM for a layer's inputs.
  *
  * lstm-stages, one optimization per stage:

@@ -1,4 +1,4 @@
-/*! \file stages/02_streams/stage.cu
+/*! \file stages/forward/02_streams/stage.cu
  *  \brief Stage 02: input and recurrent GEMMs on separate streams, joined by events.
  *
  * lstm-stages, one optimization per stage:

@@ -1,4 +1,4 @@
-/*! \file stages/03_fused_pointwise/stage.cu
+/*! \file stages/forward/03_fused_pointwise/stage.cu
  *  \brief Stage 03: all element-wise work of a step in one kernel.
  *
  * lstm-stages, one optimization per stage:

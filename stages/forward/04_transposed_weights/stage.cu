@@ -1,4 +1,4 @@
-/*! \file stages/04_transposed_weights/stage.cu
+/*! \file stages/forward/04_transposed_weights/stage.cu
  *  \brief Stage 04: weights re-laid out once, so that every GEMM is cuBLAS's NN case.
  *
  * lstm-stages, one optimization per stage:

@@ -1,4 +1,4 @@
-/*! \file stages/05_layer_wavefront/stage.cu
+/*! \file stages/forward/05_layer_wavefront/stage.cu
  *  \brief Stage 05: the layers overlap in a wavefront, each on its own streams.
  *
  * lstm-stages, one optimization per stage:

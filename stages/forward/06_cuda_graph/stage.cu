@@ -1,4 +1,4 @@
-/*! \file stages/06_cuda_graph/stage.cu
+/*! \file stages/forward/06_cuda_graph/stage.cu
  *  \brief Stage 06: the whole forward pass captured once as a CUDA graph, then replayed.
  *
  * lstm-stages, one optimization per stage:

@@ -1,4 +1,4 @@
-/*! \file stages/07_persistent/persistent_stage.h
+/*! \file stages/forward/07_persistent/persistent_stage.h
  *  \brief Stage 07 with chosen plan parameters, and the device limits its planner uses, for the
  *         tests that reach every code path.
  */

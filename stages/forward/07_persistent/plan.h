@@ -1,4 +1,4 @@
-/*! \file stages/07_persistent/plan.h
+/*! \file stages/forward/07_persistent/plan.h
  *  \brief Stage 07's launch plan: how the hidden units, the batch and the work of a step are
  *         spread over the blocks and threads of the persistent kernel, and what fits on chip.
  *

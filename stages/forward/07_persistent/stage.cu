@@ -1,4 +1,4 @@
-/*! \file stages/07_persistent/stage.cu
+/*! \file stages/forward/07_persistent/stage.cu
  *  \brief Stage 07: one persistent kernel per layer runs every time step; the recurrent
  *         weights stay on chip (registers for small batches, shared memory otherwise) for the
  *         whole sequence, and blocks wait for exactly the values of h they read instead of
