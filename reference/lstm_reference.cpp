@@ -207,7 +207,8 @@ std::vector<double> slice_to_double(const std::vector<float>& values, std::size_
 
 }  // namespace
 
-ReferenceOutputs reference_forward(const LstmParams& params, int steps) {
+ReferenceOutputs reference_forward(const LstmParams& params, int steps,
+                                   const LayerDone& layer_done) {
   check_params(params);
   const ProblemSize& size = params.size;
   const int steps_computed = (steps <= 0 || steps >= size.seq_len) ? size.seq_len : steps;
@@ -233,6 +234,7 @@ ReferenceOutputs reference_forward(const LstmParams& params, int steps) {
               outputs.hy.begin() + l * state_size);
     std::copy(layer.c_final.begin(), layer.c_final.end(), outputs.cy.begin() + l * state_size);
     layer_input = std::move(layer.h_sequence);
+    if (layer_done) layer_done(static_cast<int>(l));
   }
   outputs.y = std::move(layer_input);  // the last layer's h at every step
   return outputs;

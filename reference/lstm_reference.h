@@ -4,12 +4,16 @@
  */
 #pragma once
 
+#include <functional>
 #include <vector>
 
 #include "core/lstm_data.h"
 #include "core/problem_size.h"
 
 namespace lstm {
+
+/// Called by the reference after each layer it has computed, with the layer's index.
+using LayerDone = std::function<void(int layer)>;
 
 /// Outputs of the reference, double precision, same layouts as LstmOutputs.
 struct ReferenceOutputs {
@@ -24,7 +28,9 @@ struct ReferenceOutputs {
 /// \param steps  time steps to compute: all T when steps <= 0 or steps >= T, else the first
 ///               `steps` (y is causal, so its first steps are exact; hy and cy then describe
 ///               step `steps`-1, not the end of the sequence)
-ReferenceOutputs reference_forward(const LstmParams& params, int steps = 0);
+/// \param layer_done called after each layer with its index (for progress), if given
+ReferenceOutputs reference_forward(const LstmParams& params, int steps = 0,
+                                   const LayerDone& layer_done = {});
 
 /// Double-precision FLOPs the reference may spend on one check (a few seconds on a 16-core CPU).
 /// A forward check above it compares only a prefix of the sequence; a training check above it

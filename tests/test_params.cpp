@@ -137,7 +137,7 @@ TEST_F(TempDir, LoadRefusesFlagsThatDisagree) {
 TEST_F(TempDir, LoadRefusesMissingFile) {
   write_params(generate_params(small_size(), 5));
   fs::remove(path("bias_hh_l1.npy"));
-  expect_load_error({}, {"bias_hh_l1.npy", "cannot open"});
+  expect_load_error({}, {"bias_hh_l1.npy", "missing, but h0.npy has L = 2 layers"});
 }
 
 TEST_F(TempDir, LoadRefusesWrongWeightShape) {

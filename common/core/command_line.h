@@ -25,6 +25,7 @@ struct RunOptions {
   int iters = 20;          ///< timed passes
   int warmup = 3;          ///< untimed passes before them
   std::uint64_t seed = 1;  ///< seed of the generated data
+  bool seed_given = false;  ///< --seed was given (with --load it must be used, or it is refused)
   bool check = true;       ///< compare with the CPU reference (false with --no-check)
   std::string load_dir;    ///< --load DIR, empty if not given
   std::string dump_dir;    ///< --dump DIR, empty if not given
@@ -47,10 +48,31 @@ class CliExit : public std::exception {
 /// Adds a program's own flags to the shared ones (e.g. the cuDNN baseline's --algo).
 using ExtraOptions = std::function<void(CLI::App&)>;
 
+/// Which of the shared flags a program offers (a program offers none it would ignore).
+struct SharedFlags {
+  bool timing = true;  ///< --iters, --warmup
+  bool check = true;   ///< --no-check
+  bool json = true;    ///< --json
+};
+
 /// Parses the shared command line of `program` (a stage or a baseline), plus `extra` flags;
-/// `description` heads --help.
-/// \throws CliExit for --help (code 0) and for any bad flag or value (code 2, message says why).
+/// `description` heads --help. Sizes and counts must be plain decimal integers; output paths are
+/// checked before any work (a folder that can be created or written, a file that can be
+/// appended to), so a bad one costs nothing and writes nothing.
+/// \throws CliExit for --help (code 0) and for any bad flag or value (code 2, one line naming
+///         the flag, the value and what is allowed).
 RunOptions parse_command_line(int argc, const char* const* argv, const std::string& program,
-                              const std::string& description, const ExtraOptions& extra = {});
+                              const std::string& description, const ExtraOptions& extra = {},
+                              const SharedFlags& flags = {});
+
+/// Refuses (CliExit, code 2) an output folder `path` given to `flag` that cannot be written into
+/// or created, saying why; creates nothing.
+void require_output_dir(const std::string& program, const std::string& flag,
+                        const std::string& path);
+
+/// Refuses (CliExit, code 2) an output file `path` given to `flag` that cannot be appended to or
+/// created, saying why; creates nothing.
+void require_output_file(const std::string& program, const std::string& flag,
+                         const std::string& path);
 
 }  // namespace lstm

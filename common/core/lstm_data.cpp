@@ -67,8 +67,34 @@ int dimension(const std::string& path, const NpyArray& array, std::size_t index,
   return static_cast<int>(value);
 }
 
+/// Refuses NaN and Inf: naming the file and the first bad element's index.
+void require_finite(const std::string& path, const NpyArray& array) {
+  for (std::size_t i = 0; i < array.data.size(); ++i) {
+    if (std::isfinite(array.data[i])) continue;
+    std::vector<std::size_t> index(array.shape.size());
+    std::size_t rest = i;
+    for (std::size_t axis = array.shape.size(); axis-- > 0;) {
+      index[axis] = rest % array.shape[axis];
+      rest /= array.shape[axis];
+    }
+    std::string position;
+    for (std::size_t axis = 0; axis < index.size(); ++axis)
+      position += (axis ? ", " : "") + std::to_string(index[axis]);
+    fail(path + ": element [" + position + "] is " + (std::isnan(array.data[i]) ? "NaN" : "Inf") +
+         "; every input must be finite");
+  }
+}
+
+/// Reads `path` with exactly `shape` and finite values.
+std::vector<float> read_finite(const std::string& path, const std::vector<std::size_t>& shape) {
+  NpyArray array = read_npy_shaped(path, shape);
+  require_finite(path, array);
+  return std::move(array.data);
+}
+
 NpyArray read_with_rank(const std::string& path, std::size_t rank, const char* layout) {
   NpyArray array = read_npy(path);
+  require_finite(path, array);
   if (array.shape.size() != rank) {
     fail(path + ": expected " + std::to_string(rank) + " dimensions " + layout + ", found shape " +
          shape_to_string(array.shape));
@@ -82,7 +108,7 @@ void require_flag_matches(const std::optional<int>& flag, int from_file, const c
     std::ostringstream text;
     text << flag_name << " " << *flag << " disagrees with " << path << ", whose shape gives "
          << meaning << " = " << from_file;
-    fail(text.str());
+    throw FlagDisagreement(text.str());
   }
 }
 
@@ -118,6 +144,13 @@ UpstreamGradients generate_upstream(const ProblemSize& size, std::uint64_t seed)
           uniform_tensor(counts.state, 1.0f, seed, 6)};
 }
 
+bool has_upstream_files(const std::string& dir) {
+  for (const char* name : {"dy.npy", "dhy.npy", "dcy.npy"}) {
+    if (std::filesystem::exists(join(dir, name))) return true;
+  }
+  return false;
+}
+
 UpstreamGradients load_upstream(const std::string& dir, const ProblemSize& size,
                                 std::uint64_t seed) {
   const std::size_t T = size.seq_len, B = size.batch, H = size.hidden, L = size.layers;
@@ -131,9 +164,8 @@ UpstreamGradients load_upstream(const std::string& dir, const ProblemSize& size,
     fail(dir + ": has" + present + " but not" + absent +
          " (give all three upstream gradients, or none to generate them from the seed)");
   }
-  return {read_npy_shaped(join(dir, "dy.npy"), {T, B, H}).data,
-          read_npy_shaped(join(dir, "dhy.npy"), {L, B, H}).data,
-          read_npy_shaped(join(dir, "dcy.npy"), {L, B, H}).data};
+  return {read_finite(join(dir, "dy.npy"), {T, B, H}), read_finite(join(dir, "dhy.npy"), {L, B, H}),
+          read_finite(join(dir, "dcy.npy"), {L, B, H})};
 }
 
 LstmParams load_params(const std::string& dir, const SizeFlags& flags) {
@@ -168,16 +200,39 @@ LstmParams load_params(const std::string& dir, const SizeFlags& flags) {
 
   params.x = std::move(x.data);
   params.h0 = std::move(h0.data);
-  params.c0 = read_npy_shaped(join(dir, "c0.npy"), h0.shape).data;
+  const std::string c0_path = join(dir, "c0.npy");
+  NpyArray c0 = read_npy(c0_path);
+  if (c0.shape != h0.shape) {
+    fail(c0_path + ": shape " + shape_to_string(c0.shape) + " differs from h0.npy's " +
+         shape_to_string(h0.shape) + " (h0 and c0 are both (L, B, H))");
+  }
+  require_finite(c0_path, c0);
+  params.c0 = std::move(c0.data);
 
   const std::size_t H = size.hidden, four_h = 4 * H;
+  // Every layer's four files; a missing one, or one whose shape implies another H, is named.
   for (int layer = 0; layer < size.layers; ++layer) {
     const std::size_t input = size.layer_input_size(layer);
+    auto read_layer_file = [&](const char* stem, const std::vector<std::size_t>& shape) {
+      const std::string path = join(dir, layer_file(stem, layer));
+      if (!std::filesystem::exists(path)) {
+        fail(path + ": missing, but h0.npy has L = " + std::to_string(size.layers) +
+             " layers (each layer k needs weight_ih_lk, weight_hh_lk, bias_ih_lk, bias_hh_lk)");
+      }
+      NpyArray array = read_npy(path);
+      if (array.shape != shape) {
+        fail(path + ": shape " + shape_to_string(array.shape) + ", expected " +
+             shape_to_string(shape) + " for H = " + std::to_string(H) + " (from h0.npy and " +
+             "c0.npy) and I = " + std::to_string(size.input_size) + " (from x.npy)");
+      }
+      require_finite(path, array);
+      return std::move(array.data);
+    };
     LayerWeights weights;
-    weights.w_ih = read_npy_shaped(join(dir, layer_file("weight_ih", layer)), {four_h, input}).data;
-    weights.w_hh = read_npy_shaped(join(dir, layer_file("weight_hh", layer)), {four_h, H}).data;
-    weights.b_ih = read_npy_shaped(join(dir, layer_file("bias_ih", layer)), {four_h}).data;
-    weights.b_hh = read_npy_shaped(join(dir, layer_file("bias_hh", layer)), {four_h}).data;
+    weights.w_ih = read_layer_file("weight_ih", {four_h, input});
+    weights.w_hh = read_layer_file("weight_hh", {four_h, H});
+    weights.b_ih = read_layer_file("bias_ih", {four_h});
+    weights.b_hh = read_layer_file("bias_hh", {four_h});
     params.layers.push_back(std::move(weights));
   }
   // A further layer's weights mean h0.npy and the weight files disagree on L.

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -44,6 +45,12 @@ struct UpstreamGradients {
   std::vector<float> dcy;  ///< (L, B, H)
 };
 
+/// A size flag given on the command line disagrees with the files of --load (a usage error).
+class FlagDisagreement : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
 /// Sizes given explicitly on the command line; with --load each must agree with the files.
 struct SizeFlags {
   std::optional<int> hidden, input_size, batch, seq_len, layers;
@@ -58,6 +65,9 @@ LstmParams generate_params(const ProblemSize& size, std::uint64_t seed);
 /// stream (independent of generate_params's tensors).
 UpstreamGradients generate_upstream(const ProblemSize& size, std::uint64_t seed);
 
+/// Whether `dir` holds any of dy.npy, dhy.npy, dcy.npy.
+bool has_upstream_files(const std::string& dir);
+
 /// Loads dy.npy (T, B, H), dhy.npy and dcy.npy (L, B, H) from `dir`, or generates all three from
 /// `seed` when none of them is there.
 /// \throws std::runtime_error naming the file for a malformed or wrongly shaped file, or the
@@ -68,7 +78,8 @@ UpstreamGradients load_upstream(const std::string& dir, const ProblemSize& size,
 /// Loads x.npy, h0.npy, c0.npy and weight_ih_l{k}.npy, weight_hh_l{k}.npy, bias_ih_l{k}.npy,
 /// bias_hh_l{k}.npy from `dir`. Sizes come from the files (T, B, I from x; L, H from h0).
 /// \throws std::runtime_error naming the file for a missing or malformed file, a shape that does
-///         not fit the others, or a size that disagrees with a flag in `flags`.
+///         not fit the others, or a NaN or Inf (with its index); FlagDisagreement for a size
+///         that disagrees with a flag in `flags`.
 LstmParams load_params(const std::string& dir, const SizeFlags& flags);
 
 /// Writes y.npy (T, B, H), hy.npy and cy.npy (L, B, H) into `dir` (created if missing).

@@ -3,6 +3,7 @@
  */
 #include "core/npy.h"
 
+#include <cerrno>
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
@@ -283,14 +284,18 @@ void read_exact(const std::string& path, std::ifstream& in, void* dst, std::size
 }  // namespace
 
 NpyArray read_npy(const std::string& path) {
+  if (!std::filesystem::exists(path)) fail(path, "missing (no such file)");
+  if (std::filesystem::is_directory(path)) fail(path, "is a directory, not a .npy file");
   std::ifstream in(path, std::ios::binary);
+  const int open_errno = errno;
   std::error_code ec;
-  const std::uintmax_t file_size = std::filesystem::file_size(path, ec);  // fails for directories
+  const std::uintmax_t file_size = std::filesystem::file_size(path, ec);
   if (!in || ec) {
-    fail(path, "cannot open");
+    fail(path, "cannot open: " + (ec ? ec.message() : std::string(std::strerror(open_errno))));
   }
 
   unsigned char magic[kMagicSize];
+  if (file_size == 0) fail(path, "empty file (0 bytes), not a .npy file");
   if (file_size < kMagicSize) {
     fail(path, "not a .npy file (bad magic)");
   }
@@ -378,7 +383,7 @@ void write_npy(const std::string& path, const std::vector<std::size_t>& shape, c
 
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   if (!out) {
-    fail(path, "cannot write");
+    fail(path, std::string("cannot write: ") + std::strerror(errno));
   }
   std::string preamble(kMagic, kMagicSize);
   preamble += '\x01';  // version 1.0
@@ -392,7 +397,7 @@ void write_npy(const std::string& path, const std::vector<std::size_t>& shape, c
   }
   out.close();
   if (!out) {
-    fail(path, "cannot write");
+    fail(path, std::string("cannot write: ") + std::strerror(errno));
   }
 }
 

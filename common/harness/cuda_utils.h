@@ -28,7 +28,9 @@ class CudaError : public std::runtime_error {
 [[noreturn]] void throw_cublas_error(cublasStatus_t status, const char* call, const char* file,
                                      int line);
 
-/// Whether a usable CUDA GPU is present; if not, `why` (if given) says what the runtime said.
+/// Whether a usable CUDA GPU is present: a driver, a device, and one this build has code for; if
+/// not, `why` (if given) says plainly what is missing (and, for a GPU older than the build's
+/// architectures, how to rebuild).
 bool cuda_device_available(std::string* why = nullptr);
 
 /// Owns `count` elements of device memory (cudaMalloc / cudaFree); move-only.

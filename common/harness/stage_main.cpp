@@ -38,28 +38,49 @@ int run_stages(const RunOptions& options, std::vector<Implementation> implementa
                                     [](const Implementation& implementation) {
                                       return implementation.stage->kind() == StageKind::kTraining;
                                     });
-  // 1. Data: generated from the seed, or loaded (sizes then come from the files). A training
-  //    run also needs the upstream gradients (loaded when the folder has them, else generated).
-  const LstmParams params = options.load_dir.empty() ? generate_params(options.size, options.seed)
-                                                     : load_params(options.load_dir, options.given);
-  const ProblemSize& size = params.size;
+  // 1. Files given with --load are read and checked first: a bad file is refused before the GPU
+  //    is even looked for. A training run also needs the upstream gradients (loaded when the
+  //    folder has them, else generated from the seed).
+  std::optional<LstmParams> loaded;
   std::optional<UpstreamGradients> upstream;
-  if (training) {
-    upstream = options.load_dir.empty() ? generate_upstream(size, options.seed)
-                                        : load_upstream(options.load_dir, size, options.seed);
+  bool upstream_generated = false;
+  if (!options.load_dir.empty()) {
+    std::cout << "load: reading " << options.load_dir << " ..." << std::endl;
+    loaded = load_params(options.load_dir, options.given);
+    if (training) {
+      upstream_generated = !has_upstream_files(options.load_dir);
+      upstream = load_upstream(options.load_dir, loaded->size, options.seed);
+    }
+    if (options.seed_given && !upstream_generated) {
+      std::cerr << "--seed " << options.seed << " has no effect: the data come from "
+                << options.load_dir << " (leave --seed out, or --load out)\n";
+      return 2;
+    }
   }
-  const std::string data_source = options.load_dir.empty()
-                                      ? "generated (seed " + std::to_string(options.seed) + ")"
-                                      : "loaded from " + options.load_dir;
 
-  // 2. The device, and the memory the problem itself needs, before allocating anything.
+  // 2. The device, before any data is generated.
   std::string why;
   if (!cuda_device_available(&why)) {
-    std::cerr << "no usable CUDA GPU (" << why << "); the stages need one.\n";
+    std::cerr << "no usable CUDA GPU: " << why << "\n";
     return 1;
   }
   int device = 0;
   CUDA_CHECK(cudaGetDevice(&device));
+
+  // 3. Generated data (no --load), from the seed; then the memory the problem needs.
+  if (!loaded) {
+    if (options.size.flop_count() > 1e11) {
+      std::cout << "data: generating " << options.size.describe() << " from seed "
+                << options.seed << " ..." << std::endl;
+    }
+    loaded = generate_params(options.size, options.seed);
+    if (training) upstream = generate_upstream(options.size, options.seed);
+  }
+  const LstmParams& params = *loaded;
+  const ProblemSize& size = params.size;
+  const std::string data_source = options.load_dir.empty()
+                                      ? "generated (seed " + std::to_string(options.seed) + ")"
+                                      : "loaded from " + options.load_dir;
   if (!fits_in_memory("the problem", size, DeviceProblem::bytes_needed(size, training))) return 1;
   const Environment env = collect_environment(device);
 
@@ -173,6 +194,9 @@ int harness_main(int argc, char** argv, const std::string& program, const std::s
   } catch (const CliExit& exit) {
     (exit.code() == 0 ? std::cout : std::cerr) << exit.message() << "\n";
     return exit.code();
+  } catch (const FlagDisagreement& error) {  // a usage error found in the files of --load
+    std::cerr << program << ": " << error.what() << "\n";
+    return 2;
   } catch (const std::exception& error) {
     std::cerr << program << ": error: " << error.what() << "\n";
     return 1;
