@@ -326,13 +326,16 @@ PlanRequest parse_plan_request(const std::string& plan, const std::string& weigh
 void add_stage_flags(CLI::App& app, StageFlags& flags) {
   app.add_option("--plan", flags.plan,
                  "pin the shared-memory kernel's plan: tile,threads,groups,rows (0 or left out = "
-                 "automatic), e.g. 8,256,2");
+                 "automatic), e.g. 8,256,2")
+      ->option_text("T,N,G,R");
   app.add_option("--weights", flags.weights,
                  "pin where W_hh lives: registers, registers,8, registers,32 (weights per lane "
-                 "and gate) or shared [default: the planner's choice]");
+                 "and gate) or shared [default: the planner's choice]")
+      ->option_text("WHERE");
   app.add_option("--input", flags.input,
                  "register kernel: who computes W_ih x_t: gemm (cuBLAS before the launch) or "
-                 "kernel [default: the planner's choice]");
+                 "kernel [default: the planner's choice]")
+      ->option_text("WHO");
   app.add_flag("--verbose", flags.verbose, "print the plan of each launch");
   app.add_flag("--trace", flags.trace,
                "time the phases of block 0's steps (clock64) and print them at exit");
