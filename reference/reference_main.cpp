@@ -83,8 +83,9 @@ int main(int argc, char** argv) {
       return 2;
     }
     if (!options.load_dir.empty() && options.seed_given) {
-      std::cerr << "lstm_reference: --seed " << options.seed << " has no effect: the data come from "
-                << options.load_dir << " (leave --seed out, or --load out)\n";
+      std::cerr << "lstm_reference: --seed " << options.seed
+                << " has no effect: the data come from " << options.load_dir
+                << " (leave --seed out, or --load out)\n";
       return 2;
     }
     if (!options.load_dir.empty()) std::cout << "load: reading " << options.load_dir << " ...\n";

@@ -22,6 +22,15 @@ std::string safe_name(std::string name) {
   return name;
 }
 
+/// The registry's indices of the stages of `kind` (a stage's constructor does no GPU work).
+std::vector<std::size_t> stages_of_kind(StageKind kind) {
+  std::vector<std::size_t> indices;
+  for (std::size_t i = 0; i < all_stages().size(); ++i) {
+    if (all_stages()[i].make()->kind() == kind) indices.push_back(i);
+  }
+  return indices;
+}
+
 const std::vector<Shape>& shapes() {
   return testing::odd_shapes();
 }
@@ -64,7 +73,6 @@ TEST_P(StageVsPyTorch, ReproducesThePyTorchFixture) {
   const std::string dir = std::string(LSTM_TEST_DATA_DIR) + "/pytorch_fixture";
   const LstmParams params = load_params(dir, {});
   std::unique_ptr<Stage> stage = info.make();
-  if (stage->kind() != StageKind::kForward) GTEST_SKIP() << "the forward fixture";
   const auto outputs = testing::run_twice(*stage, params, info.name);
   // PyTorch's outputs (float64, stored as float32) play the reference here.
   const CheckReport report =
@@ -73,8 +81,31 @@ TEST_P(StageVsPyTorch, ReproducesThePyTorchFixture) {
   EXPECT_EQ(report.tensors.size(), 3u);
 }
 
-INSTANTIATE_TEST_SUITE_P(AllStages, StageVsPyTorch,
-                         ::testing::Range<std::size_t>(0, all_stages().size()),
+INSTANTIATE_TEST_SUITE_P(ForwardStages, StageVsPyTorch,
+                         ::testing::ValuesIn(stages_of_kind(StageKind::kForward)),
+                         [](const ::testing::TestParamInfo<std::size_t>& info) {
+                           return safe_name(all_stages()[info.param].name);
+                         });
+
+class TrainingStageVsPyTorch : public ::testing::TestWithParam<std::size_t> {};
+
+TEST_P(TrainingStageVsPyTorch, ReproducesThePyTorchAutogradFixture) {
+  SKIP_WITHOUT_GPU();
+  const StageInfo& info = all_stages()[GetParam()];
+  std::unique_ptr<Stage> stage = info.make();
+  const std::string dir = std::string(LSTM_TEST_DATA_DIR) + "/pytorch_training_fixture";
+  const LstmParams params = load_params(dir, {});
+  const UpstreamGradients upstream = load_upstream(dir, params.size, 0);
+  const auto outputs = testing::run_twice(*stage, params, info.name, &upstream);
+  // PyTorch's autograd in float64 (stored as float32) plays the reference for every gradient.
+  const CheckReport report =
+      check_run(*stage, outputs, load_reference(dir, params.size, StageKind::kTraining));
+  EXPECT_TRUE(report.passed()) << info.name << " vs PyTorch autograd\n" << report.describe();
+  EXPECT_EQ(report.tensors.size(), output_layouts(params.size, StageKind::kTraining).size());
+}
+
+INSTANTIATE_TEST_SUITE_P(TrainingStages, TrainingStageVsPyTorch,
+                         ::testing::ValuesIn(stages_of_kind(StageKind::kTraining)),
                          [](const ::testing::TestParamInfo<std::size_t>& info) {
                            return safe_name(all_stages()[info.param].name);
                          });

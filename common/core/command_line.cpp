@@ -63,15 +63,18 @@ void require_output_dir(const std::string& program, const std::string& flag,
   std::error_code error;
   if (fs::exists(path, error)) {
     if (!fs::is_directory(path, error)) refuse("exists and is not a folder");
-    if (::access(path.c_str(), W_OK | X_OK) != 0) refuse("cannot write into it: " + system_reason());
+    if (::access(path.c_str(), W_OK | X_OK) != 0)
+      refuse("cannot write into it: " + system_reason());
     return;
   }
   fs::path parent = fs::path(path).parent_path();
   if (parent.empty()) parent = ".";
-  // The folder is created when the outputs are written; its nearest existing ancestor must allow it.
+  // The folder is created when the outputs are written; its nearest existing ancestor must allow
+  // it.
   while (!fs::exists(parent, error) && parent.has_parent_path() && parent != parent.parent_path())
     parent = parent.parent_path();
-  if (!fs::is_directory(parent, error)) refuse("its parent " + parent.string() + " is not a folder");
+  if (!fs::is_directory(parent, error))
+    refuse("its parent " + parent.string() + " is not a folder");
   if (::access(parent.c_str(), W_OK | X_OK) != 0) {
     refuse("cannot create it in " + parent.string() + ": " + system_reason());
   }

@@ -20,16 +20,16 @@ namespace lstm {
 
 /// What one run of a stage executable is asked to do.
 struct RunOptions {
-  ProblemSize size;        ///< sizes (defaults: the canonical config H=512 B=64 T=100 L=4, I=H)
-  SizeFlags given;         ///< the sizes given explicitly (with --load they must match the files)
-  int iters = 20;          ///< timed passes
-  int warmup = 3;          ///< untimed passes before them
-  std::uint64_t seed = 1;  ///< seed of the generated data
+  ProblemSize size;         ///< sizes (defaults: the canonical config H=512 B=64 T=100 L=4, I=H)
+  SizeFlags given;          ///< the sizes given explicitly (with --load they must match the files)
+  int iters = 20;           ///< timed passes
+  int warmup = 3;           ///< untimed passes before them
+  std::uint64_t seed = 1;   ///< seed of the generated data
   bool seed_given = false;  ///< --seed was given (with --load it must be used, or it is refused)
-  bool check = true;       ///< compare with the CPU reference (false with --no-check)
-  std::string load_dir;    ///< --load DIR, empty if not given
-  std::string dump_dir;    ///< --dump DIR, empty if not given
-  std::string json_path;   ///< --json FILE, empty if not given
+  bool check = true;        ///< compare with the CPU reference (false with --no-check)
+  std::string load_dir;     ///< --load DIR, empty if not given
+  std::string dump_dir;     ///< --dump DIR, empty if not given
+  std::string json_path;    ///< --json FILE, empty if not given
 };
 
 /// Parsing stopped: print `message` and exit with `code` (0 after --help, 2 for a usage error).

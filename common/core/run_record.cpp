@@ -118,8 +118,8 @@ std::string json_record(const RunRecord& record, const Environment& env) {
 void append_json_record(const std::string& path, const RunRecord& record, const Environment& env) {
   std::ofstream file(path, std::ios::app);
   if (!file) {
-    throw std::runtime_error(path + ": cannot open for appending the JSON record: " +
-                             std::strerror(errno));
+    throw std::runtime_error(
+        path + ": cannot open for appending the JSON record: " + std::strerror(errno));
   }
   file << json_record(record, env) << "\n";
   if (!file) {

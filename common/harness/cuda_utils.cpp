@@ -54,8 +54,9 @@ bool cuda_device_available(std::string* why) {
   // The runtime reports a missing driver as "CUDA driver version is insufficient": look first.
   void* driver = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL);
   if (driver == nullptr) {
-    return say("no NVIDIA driver is installed here (libcuda.so.1 not found); the stages need an "
-               "NVIDIA GPU and its driver");
+    return say(
+        "no NVIDIA driver is installed here (libcuda.so.1 not found); the stages need an "
+        "NVIDIA GPU and its driver");
   }
   dlclose(driver);
   int count = 0;
@@ -78,8 +79,8 @@ bool cuda_device_available(std::string* why) {
                std::to_string(built / 10) + "." + std::to_string(built % 10) + " and newer (sm_" +
                std::to_string(built) + "), but the GPU here, " + prop.name + ", is " +
                std::to_string(prop.major) + "." + std::to_string(prop.minor) +
-               ": rebuild for it with ./scripts/run.sh --cuda-arch " +
-               std::to_string(device_arch) + " (or configure CMake with " +
+               ": rebuild for it with ./scripts/run.sh --cuda-arch " + std::to_string(device_arch) +
+               " (or configure CMake with " +
                "-DCMAKE_CUDA_ARCHITECTURES=" + std::to_string(device_arch) + ")");
   }
   return true;

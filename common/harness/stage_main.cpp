@@ -70,8 +70,8 @@ int run_stages(const RunOptions& options, std::vector<Implementation> implementa
   // 3. Generated data (no --load), from the seed; then the memory the problem needs.
   if (!loaded) {
     if (options.size.flop_count() > 1e11) {
-      std::cout << "data: generating " << options.size.describe() << " from seed "
-                << options.seed << " ..." << std::endl;
+      std::cout << "data: generating " << options.size.describe() << " from seed " << options.seed
+                << " ..." << std::endl;
     }
     loaded = generate_params(options.size, options.seed);
     if (training) upstream = generate_upstream(options.size, options.seed);
@@ -218,8 +218,8 @@ int stage_main(int argc, char** argv, const StageInfo& info) {
                                                 : "forward pass") +
       " in " + precision_name(instance->precision()) +
       " (PyTorch nn.LSTM semantics), checked against a CPU reference in double precision, then "
-      "timed. Needs an NVIDIA GPU.\nExample: " + program_name(info.name) +
-      " --hidden 256 --batch 8 --seq 50 --layers 2 --json results.jsonl";
+      "timed. Needs an NVIDIA GPU.\nExample: " +
+      program_name(info.name) + " --hidden 256 --batch 8 --seq 50 --layers 2 --json results.jsonl";
   return harness_main(
       argc, argv, program_name(info.name), description,
       [instance](CLI::App& app) { instance->add_flags(app); },

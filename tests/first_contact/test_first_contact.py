@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/ usr / bin / env python3
 """First contact, table-driven: bad command lines and bad input files against the real programs.
 
 Runs build/bin/lstm_reference and a stage executable (whose argument and input handling run
@@ -23,8 +23,7 @@ BIN, FIXTURE = sys.argv[1], sys.argv[2]
 REFERENCE = os.path.join(BIN, "lstm_reference")
 STAGE = os.path.join(BIN, "lstm_forward_00_naive")
 
-
-# ---- minimal .npy reading and writing (float32, C order), so the test needs no numpy
+#-- -- minimal.npy reading and writing(float32, C order), so the test needs no numpy
 def read_npy(path):
     with open(path, "rb") as f:
         data = f.read()
@@ -114,7 +113,7 @@ def also(*changes):
 
 NAN, INF = float("nan"), float("inf")
 
-# (label, how the fixture folder is broken, the file the message must name)
+#(label, how the fixture folder is broken, the file the message must name)
 BAD_INPUTS = [
     ("empty x", raw("x.npy", b""), "x.npy"),
     ("truncated x", truncate("x.npy", 200), "x.npy"),
@@ -139,7 +138,7 @@ BAD_INPUTS = [
     ("bias_hh_l2 truncated", truncate("bias_hh_l2.npy", 100), "bias_hh_l2.npy"),
 ]
 
-# (label, arguments, exit code, what the message must name)
+#(label, arguments, exit code, what the message must name)
 BAD_ARGUMENTS = [
     ("zero hidden", ["--hidden", "0"], 2, "--hidden"),
     ("negative batch", ["--batch", "-3"], 2, "--batch"),
@@ -246,7 +245,7 @@ class FirstContact(unittest.TestCase):
                             self.reference_outputs())
 
     def test_the_unbroken_fixture_loads(self):
-        # The control: the same folder, unbroken, is accepted by the reference (exit 0).
+#The control : the same folder, unbroken, is accepted by the reference(exit 0).
         result, text = self.run_program(REFERENCE, ["--load", FIXTURE, "--dump", self.outputs[0]],
                                         [])
         self.assertEqual(result.returncode, 0, text)
