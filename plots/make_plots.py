@@ -21,14 +21,20 @@ Every figure and table shows forward-kind measurements (a training-kind entry is
 on the console and not drawn: training figures come later). For every GPU folder it writes into
 <folder>/plots/ (or DIR/<gpu>/ with --out DIR):
   canonical.png      the stages at the canonical config: time and speedup over the first stage,
-                     with cuDNN's fastest algorithm and PyTorch as reference lines;
+                     with cuDNN's fastest algorithm and PyTorch as reference lines (a bar's value
+                     label sits on the bar, or inside it, or above the lines: never under one);
   batch_sweep.png    µs per step against batch size (log-log), one panel per hidden size;
   persistent.png     the forward series' last stage against cuDNN's fastest algorithm at each
                      batch size (and the stage before it);
   hidden_sweep.png   µs per step and layer against hidden size (log-log);
   fp32_fraction.png  each FP32 stage, cuDNN's fastest and PyTorch as a share of the measured FP32
                      rate;
-drawing what the folder's data allows and saying which figure it could not draw and why.
+drawing what the folder's data allows and saying which figure it could not draw and why. In the
+three sweep figures a point whose bench entry was skipped ('unsupported: ...', skip_reason()) is
+an × in the series' colour in a grey band along the bottom of its panel, the series named beside
+it and the × explained in the legend; a point with no entry (not measured) is not drawn. The
+console gets a line before each step (reading a folder, drawing a figure, rewriting the READMEs)
+and one per file written.
 
 Then (unless --no-readmes) it rewrites, from the folder named by --readme-gpu, the text between
   <!-- results-table:begin --> and <!-- results-table:end -->           in README.md (required),
@@ -56,10 +62,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
 
-import matplotlib
-from matplotlib.colors import to_hex
-from matplotlib.figure import Figure
-from matplotlib.ticker import FixedLocator, FuncFormatter, LogLocator, NullFormatter
+if __name__ == "__main__":  # the first import of matplotlib may build its font cache (slow)
+    print("plots: loading matplotlib ...", flush=True)
+
+import matplotlib  # noqa: E402
+from matplotlib.colors import to_hex  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
+from matplotlib.lines import Line2D  # noqa: E402
+from matplotlib.patches import Rectangle  # noqa: E402
+from matplotlib.ticker import (FixedLocator, FuncFormatter, LogLocator,  # noqa: E402
+                               NullFormatter)
 
 ROOT = Path(__file__).resolve().parent.parent
 STANDARD_CONFIGS = ROOT / "common" / "standard_configs.json"
@@ -794,7 +806,8 @@ def caption(results):
 def new_figure(results, size, title):
     """A Figure with a title on top and the caption line at the bottom (constrained layout keeps
     room for both: the caption is the figure's supxlabel)."""
-    fig = Figure(figsize=size, layout="constrained")
+    fig = Figure(figsize=size, dpi=DPI, layout="constrained")  # the PNG's dpi: text placed
+    # against the lines (keep_labels_off_lines) is placed at the size it is saved at
     fig.suptitle(title, fontsize=13)
     fig.supxlabel(textwrap.fill(caption(results), int(size[0] * 17), break_on_hyphens=False),
                   x=0.005, ha="left", fontsize=7.5, color="#444444")
@@ -835,24 +848,107 @@ def reference_lines(view):
     return lines
 
 
+VALUE_LABEL_GID = "value-label"  # a bar's value in canonical.png
+UNSUPPORTED_LABEL_GID = "unsupported-label"  # the note in place of an unsupported stage's bar
+REFERENCE_LINE_GID = "reference-line"  # cuDNN's fastest and PyTorch across canonical.png
+LINE_CLEARANCE_PX = 3  # the least distance between a reference line and a value label's box
+
+
 def draw_bars(ax, view, heights, labels):
-    """Bars per stage with a value on top; an unsupported stage gets a note instead of a bar."""
+    """Bars per stage with a value on top; an unsupported stage gets a note instead of a bar.
+    The texts are offset from the bar top in points, so that keep_labels_off_lines() can lift
+    one above a reference line."""
     positions = range(len(view.stages))
-    top = max((h for h in heights if h is not None), default=1)
     for x, m, height, label in zip(positions, view.stages, heights, labels):
         if height is None:
-            ax.text(x, top * 0.02, "unsupported", ha="center", va="bottom", rotation=90,
-                    fontsize=8, color="#aa0000")
+            ax.annotate("unsupported", (x, 0), xytext=(0, 3), textcoords="offset points",
+                        ha="center", va="bottom", rotation=90, fontsize=8, color="#aa0000",
+                        gid=UNSUPPORTED_LABEL_GID, annotation_clip=False, in_layout=False)
             continue
         ax.bar(x, height, color=BAR_COLOR, width=0.7)
         ax.annotate(label, (x, height), xytext=(0, 3), textcoords="offset points",
-                    ha="center", va="bottom", fontsize=8,
-                    bbox=dict(facecolor="white", edgecolor="none", alpha=0.8, pad=0.5))
+                    ha="center", va="bottom", fontsize=8, gid=VALUE_LABEL_GID,
+                    annotation_clip=False, in_layout=False, bbox=dict(LABEL_BOX))
     ax.set_xticks(list(positions), [stage_tick_label(m, view) for m in view.stages], fontsize=8)
     pad = max(0, (MIN_BAR_SLOTS - len(view.stages)) / 2)  # few stages: narrow bars, centred
     ax.set_xlim(-0.6 - pad, len(view.stages) - 0.4 + pad)
     ax.grid(axis="y", alpha=0.3)
     ax.set_axisbelow(True)
+
+
+def label_box(text):
+    """A value label's box in display pixels: the text and the pad of its background box (the
+    box's own extent is only updated when it is drawn)."""
+    box = text.get_window_extent()
+    patch = text.get_bbox_patch()
+    if patch is None:
+        return box
+    dpi = text.get_figure(root=True).dpi
+    return box.padded(patch.get_boxstyle().pad * text.get_size() * dpi / 72)
+
+
+def lines_crossing(text, line_ys):
+    """The display heights of the horizontal lines in `line_ys` that cross `text`'s box or pass
+    closer to it than LINE_CLEARANCE_PX."""
+    box = label_box(text)
+    return [y for y in line_ys
+            if box.y0 - LINE_CLEARANCE_PX <= y <= box.y1 + LINE_CLEARANCE_PX]
+
+
+LABEL_ABOVE = dict(offset=3, va="bottom", color="black", bbox=True)  # on top of the bar
+LABEL_INSIDE = dict(offset=-3, va="top", color="white", bbox=False)  # in the bar, at its top
+LABEL_BOX = dict(facecolor="white", edgecolor="none", pad=0.5)  # opaque: hides the grid
+
+
+def place_label(text, place):
+    """Puts a value label on top of its bar or inside it (LABEL_ABOVE, LABEL_INSIDE)."""
+    text.xyann = (text.xyann[0], place["offset"])
+    text.set_verticalalignment(place["va"])
+    text.set_color(place["color"])
+    text.set_bbox(dict(LABEL_BOX) if place["bbox"] else None)
+
+
+def keep_labels_off_lines(fig, axes, attempts=6):
+    """Places every value label of `axes` so that no reference line crosses it: on top of its
+    bar where no line is in the way; else inside the bar, at its top, where the bar is tall
+    enough and no line crosses it there; else on top of the bar, lifted to just above the
+    highest line in its way. An 'unsupported' note is lifted likewise. Where a lifted label
+    would leave the panel, the panel grows upwards and the labels are placed again. Runs the
+    figure's layout first (constrained layout fixes where the axes are); the labels stay out of
+    the layout, so placing them does not move the axes."""
+    for _ in range(attempts):
+        fig.draw_without_rendering()
+        overflow = False
+        for ax in axes:
+            line_ys = [ax.transData.transform((0, line.get_ydata()[0]))[1]
+                       for line in ax.get_lines() if line.get_gid() == REFERENCE_LINE_GID]
+            for text in ax.texts:
+                if text.get_gid() not in (VALUE_LABEL_GID, UNSUPPORTED_LABEL_GID):
+                    continue
+                bar = text.get_gid() == VALUE_LABEL_GID
+                if bar:
+                    place_label(text, LABEL_ABOVE)
+                else:
+                    text.xyann = (text.xyann[0], 3)
+                if bar and lines_crossing(text, line_ys):
+                    place_label(text, LABEL_INSIDE)
+                    base_px = ax.transData.transform((0, 0))[1]
+                    if (lines_crossing(text, line_ys)
+                            or label_box(text).y0 < base_px + LINE_CLEARANCE_PX):
+                        place_label(text, LABEL_ABOVE)
+                for _ in range(len(line_ys) + 1):
+                    hits = lines_crossing(text, line_ys)
+                    if not hits:
+                        break
+                    lift_px = max(hits) + LINE_CLEARANCE_PX + 1 - label_box(text).y0
+                    text.xyann = (text.xyann[0], text.xyann[1] + lift_px * 72 / fig.dpi)
+                if label_box(text).y1 > ax.bbox.y1:
+                    overflow = True
+            if overflow:
+                low, high = ax.get_ylim()
+                ax.set_ylim(low, high + (high - low) * 0.1)
+        if not overflow:
+            return
 
 
 def series_title(view):
@@ -877,7 +973,8 @@ def figure_canonical(results):
     ms = [m.median_ms if m.supported else None for m in view.stages]
     draw_bars(ax_ms, view, ms, [format_ms(v) if v else "" for v in ms])
     for label, m, style in refs:
-        ax_ms.axhline(m.median_ms, label=f"{label}: {format_ms(m.median_ms)} ms", **style)
+        ax_ms.axhline(m.median_ms, label=f"{label}: {format_ms(m.median_ms)} ms",
+                      gid=REFERENCE_LINE_GID, **style)
     ax_ms.set_ylim(0, max([v for v in ms if v] + [m.median_ms for _, m, _ in refs] + [1e-3])
                    * 1.15)
     ax_ms.set_ylabel(f"{view.kind} pass, median (ms)")
@@ -890,11 +987,12 @@ def figure_canonical(results):
         ax_speed.text(0.5, 0.5, "no measured first stage (00) time:\nno speedup to show",
                       ha="center", va="center", transform=ax_speed.transAxes)
         ax_speed.set_axis_off()
+        keep_labels_off_lines(fig, [ax_ms])
         return fig
     speedups = [base.median_ms / v if v else None for v in ms]
     draw_bars(ax_speed, view, speedups, [f"{s:.2f}×" if s else "" for s in speedups])
     for label, m, style in refs:
-        ax_speed.axhline(base.median_ms / m.median_ms, **style,
+        ax_speed.axhline(base.median_ms / m.median_ms, **style, gid=REFERENCE_LINE_GID,
                          label=f"{label}: {base.median_ms / m.median_ms:.2f}× "
                                f"({format_ms(m.median_ms)} ms)")
     ax_speed.set_ylim(0, max([s for s in speedups if s] +
@@ -903,6 +1001,7 @@ def figure_canonical(results):
     ax_speed.set_title(f"speedup over {base.impl} (higher is better)")
     if refs:
         ax_speed.legend(loc="upper left", fontsize=9)
+    keep_labels_off_lines(fig, [ax_ms, ax_speed])
     return fig
 
 
@@ -924,29 +1023,103 @@ def sweep_precisions(series):
     return {precision for (_, precision), ms in series.items() if any(m.supported for m in ms)}
 
 
+# A point an implementation does not support (its bench entry was skipped, e.g. 'unsupported:
+# the recurrent weights do not fit on chip') is an × in the series' colour in a band along the
+# bottom of the panel, one row per series, named once per row; a point without an entry (not
+# measured) is not drawn at all.
+UNSUPPORTED_POINT_GID = "unsupported-point"
+UNSUPPORTED_NOTE_GID = "unsupported-note"
+UNSUPPORTED_MARKER = dict(marker="x", markersize=8, markeredgewidth=2, linestyle="none")
+UNSUPPORTED_LEGEND = "not supported (stated limit),\nin the series' colour"
+UNSUPPORTED_ROW_Y = (0.04, 0.055)  # the first row's centre and the step between rows (axes)
+
+
+class UnsupportedRow(NamedTuple):
+    """The points of one series a panel marks as not supported."""
+
+    label: str  # the series as the legend names it
+    color: str
+    xs: tuple  # sorted
+
+
 def plot_series(ax, series, x_of, colors, keep=lambda m: True):
-    """One line per (implementation, precision); unsupported points are left out. Returns the
-    x values."""
-    xs_all = []
+    """One line per (implementation, precision) through its measured points. Returns the x
+    values of the panel (measured or not supported) and an UnsupportedRow per series with
+    points it does not support (for mark_unsupported())."""
+    xs_all, rows = [], []
     precisions = sweep_precisions(series)
     for key, measurements in series.items():
+        style = line_style(key, colors, precisions)
+        label = series_label(key, precisions)
         points = sorted((x_of(m), m.us_per_step_layer) for m in measurements
                         if m.supported and keep(m))
+        skipped = sorted({x_of(m) for m in measurements if not m.supported and keep(m)})
+        if skipped:
+            rows.append(UnsupportedRow(label, style["color"], tuple(skipped)))
+            xs_all += skipped
         if not points:
             continue
         xs, ys = zip(*points)
         xs_all += xs
-        ax.plot(xs, ys, label=series_label(key, precisions),
-                **line_style(key, colors, precisions))
-    return xs_all
+        ax.plot(xs, ys, label=label, **style)
+    return xs_all, rows
+
+
+def mark_unsupported(ax, rows, xs):
+    """Draws each UnsupportedRow as ×s at its x values in the bottom band of the panel (x in
+    data, y in axes coordinates: the y limits do not follow them), with the series named
+    beside its row, on the side with room (the panel's x values are `xs`)."""
+    first, step = UNSUPPORTED_ROW_Y
+    for index, row in enumerate(rows):
+        y = first + index * step
+        ax.plot(row.xs, [y] * len(row.xs), color=row.color, transform=ax.get_xaxis_transform(),
+                clip_on=False, zorder=4, gid=UNSUPPORTED_POINT_GID, label="_unsupported",
+                **UNSUPPORTED_MARKER)
+        text = f"{row.label}: not supported"
+        note = dict(fontsize=7.5, color=row.color, va="center", gid=UNSUPPORTED_NOTE_GID,
+                    xycoords=ax.get_xaxis_transform(), textcoords="offset points")
+        if row.xs[0] > min(xs):  # room on the left of the row
+            ax.annotate(text, (row.xs[0], y), xytext=(-8, 0), ha="right", **note)
+        elif row.xs[-1] < max(xs):  # room on the right
+            ax.annotate(text, (row.xs[-1], y), xytext=(8, 0), ha="left", **note)
+        else:  # every point of the panel: over the middle of the row
+            middle = math.sqrt(row.xs[0] * row.xs[-1])  # log axes
+            ax.annotate(text, (middle, y), xytext=(0, 0), ha="center",
+                        bbox=dict(facecolor="white", edgecolor="none", pad=0.5), **note)
+
+
+UNSUPPORTED_BAND_COLOR = "#f0f0f0"
+
+
+def reserve_unsupported_band(axes, rows):
+    """Lowers the bottom of the (shared) log y axis of `axes` so that `rows` rows of
+    unsupported marks lie below every measured point, in a grey band that covers the grid and
+    has no tick labels: the band is not a range of times. Nothing when `rows` is 0."""
+    if not rows:
+        return
+    first, step = UNSUPPORTED_ROW_Y
+    band = first + (rows - 1) * step + first  # the band's top, in axes coordinates
+    gap = 0.02  # between the band and the lowest point
+    low, high = (math.log10(v) for v in axes[0].get_ylim())
+    bottom = (low - (band + gap) * high) / (1 - band - gap)
+    axes[0].set_ylim(10 ** bottom, 10 ** high)
+    band_top = 10 ** (bottom + band * (high - bottom))  # in data coordinates
+    axes[0].yaxis.set_major_formatter(FuncFormatter(
+        lambda v, _: f"{v:g}" if v >= band_top else ""))
+    for ax in axes:
+        ax.add_patch(Rectangle((0, 0), 1, band, transform=ax.transAxes, zorder=0.6,
+                               facecolor=UNSUPPORTED_BAND_COLOR, edgecolor="none"))
 
 
 def legend_outside(fig, axes):
-    """One legend for all panels, to the right of them (labels in series order, once each)."""
+    """One legend for all panels, to the right of them (labels in series order, once each),
+    with the unsupported mark explained last where a panel has one."""
     handles = {}
     for ax in axes:
         for handle, label in zip(*ax.get_legend_handles_labels()):
             handles.setdefault(label, handle)
+    if any(line.get_gid() == UNSUPPORTED_POINT_GID for ax in axes for line in ax.get_lines()):
+        handles[UNSUPPORTED_LEGEND] = Line2D([], [], color="#555555", **UNSUPPORTED_MARKER)
     fig.legend(list(handles.values()), list(handles), loc="outside right center", fontsize=9)
 
 
@@ -980,12 +1153,16 @@ def figure_batch_sweep(results):
                      f": time per step against batch size ({group.fixed_label()})")
     axes = fig.subplots(1, len(hiddens), sharey=True, squeeze=False)[0]
     colors = stage_colors(results.stages())
+    most_rows = 0
     for ax, hidden in zip(axes, hiddens):
-        xs = plot_series(ax, series, lambda m: m.config.batch, colors,
-                         keep=lambda m, h=hidden: m.config.hidden == h)
+        xs, rows = plot_series(ax, series, lambda m: m.config.batch, colors,
+                               keep=lambda m, h=hidden: m.config.hidden == h)
+        mark_unsupported(ax, rows, xs)
+        most_rows = max(most_rows, len(rows))
         log_axes(ax, xs)
         ax.set_title(f"H = {hidden}")
         ax.set_xlabel("batch size B")
+    reserve_unsupported_band(axes, most_rows)  # the panels share their y axis
     axes[0].set_ylabel(f"{step_unit(group)} (lower is better)")
     legend_outside(fig, axes)
     return fig
@@ -1012,8 +1189,12 @@ def figure_persistent(results):
         raise MissingData(f"no measured stage of the {FORWARD} series in the batch sweep")
     last = last[0]
     shown = {key: series[key] for key in shown_keys}
+    # The panels: the hidden sizes with an entry of the last stage (measured or not supported)
+    # where something in the panel was measured.
+    measured = {m.config.hidden for key, ms in series.items()
+                if key in shown or is_cudnn(key[0]) for m in ms if m.supported}
     hiddens = sorted({m.config.hidden for key in shown_keys if key[0] == last
-                      for m in series[key] if m.supported})
+                      for m in series[key]} & measured)
     precisions = {m.precision for ms in shown.values() for m in ms if m.supported}
     fig = new_figure(results, (13, 5.4),
                      f"{last} against cuDNN's fastest algorithm at each batch size "
@@ -1021,22 +1202,26 @@ def figure_persistent(results):
                      f", {group.fixed_label()})")
     axes = fig.subplots(1, len(hiddens), sharey=True, squeeze=False)[0]
     colors = stage_colors(results.stages())
+    most_rows = 0
     for ax, hidden in zip(axes, hiddens):
         keep = lambda m, h=hidden: m.config.hidden == h  # noqa: E731
-        xs = plot_series(ax, shown, lambda m: m.config.batch, colors, keep=keep)
+        xs, rows = plot_series(ax, shown, lambda m: m.config.batch, colors, keep=keep)
         fastest_at = {}  # batch -> (µs, algorithm, precision)
+        cudnn_batches = set()  # the batches with a cuDNN entry, measured or not supported
         for (impl, _), measurements in series.items():
             if not is_cudnn(impl):
                 continue
             for m in measurements:
+                if keep(m):
+                    cudnn_batches.add(m.config.batch)
                 if m.supported and keep(m):
                     best = fastest_at.get(m.config.batch)
                     if best is None or m.us_per_step_layer < best[0]:
                         fastest_at[m.config.batch] = (m.us_per_step_layer, impl, m.precision)
+        label = "cuDNN fastest at each point"
         if fastest_at:
             batches = sorted(fastest_at)
             cudnn_precisions = {fastest_at[b][2] for b in batches}
-            label = "cuDNN fastest at each point"
             if len(precisions | cudnn_precisions) > 1:
                 label += " · " + join_precisions(cudnn_precisions)
             ax.plot(batches, [fastest_at[b][0] for b in batches], color="black",
@@ -1045,9 +1230,15 @@ def figure_persistent(results):
                 ax.annotate(display_name(fastest_at[b][1]).replace("cuDNN ", ""),
                             (b, fastest_at[b][0]), textcoords="offset points", xytext=(0, -12),
                             ha="center", fontsize=7, color="#333333")
-        log_axes(ax, xs + list(fastest_at))
+        refused = sorted(cudnn_batches - set(fastest_at))  # no cuDNN algorithm supports them
+        if refused:
+            rows.append(UnsupportedRow("cuDNN (every algorithm)", "black", tuple(refused)))
+        mark_unsupported(ax, rows, xs + list(cudnn_batches))
+        most_rows = max(most_rows, len(rows))
+        log_axes(ax, xs + list(cudnn_batches))
         ax.set_title(f"H = {hidden}")
         ax.set_xlabel("batch size B")
+    reserve_unsupported_band(axes, most_rows)  # the panels share their y axis
     axes[0].set_ylabel(f"{step_unit(group)} (lower is better)")
     legend_outside(fig, axes)
     return fig
@@ -1062,8 +1253,11 @@ def figure_hidden_sweep(results):
                      f"LSTM {FORWARD}, {precisions_text(m for ms in series.values() for m in ms)}"
                      f": time per step and layer against hidden size ({group.fixed_label()})")
     ax = fig.subplots()
-    xs = plot_series(ax, series, lambda m: m.config.hidden, stage_colors(results.stages()))
+    xs, rows = plot_series(ax, series, lambda m: m.config.hidden,
+                           stage_colors(results.stages()))
+    mark_unsupported(ax, rows, xs)
     log_axes(ax, xs)
+    reserve_unsupported_band([ax], len(rows))
     ax.set_xlabel("hidden size H")
     ax.set_ylabel("µs per step and layer (lower is better)")
     legend_outside(fig, [ax])
@@ -1393,22 +1587,29 @@ def describe(results):
     return lines
 
 
+def progress(line):
+    """One console line, out at once (the run takes seconds; a pipe would hold it back)."""
+    print(line, flush=True)
+
+
 def draw_folder(results, out_dir):
-    """Draws every figure the folder's data allows; prints one line per file written or not."""
+    """Draws every figure the folder's data allows; prints a line before each figure and one
+    per file written or not."""
     for line in describe(results):
-        print(line)
+        progress(line)
     for name, function in FIGURES.items():
         path = out_dir / name
+        progress(f"plots: drawing {name} ...")
         try:
             fig = function(results)
         except MissingData as why:
-            print(f"plots: {display_path(path)} not drawn: {why}")
+            progress(f"plots: {display_path(path)} not drawn: {why}")
             continue
         save(fig, path)
-        print(f"plots: wrote {display_path(path)}")
+        progress(f"plots: wrote {display_path(path)}")
     if results.ignored:
-        print(f"plots: {display_path(results.bench_path)}: not plotted (not a stage nor cuDNN): "
-              f"{', '.join(results.ignored)}")
+        progress(f"plots: {display_path(results.bench_path)}: not plotted (not a stage nor "
+                 f"cuDNN): {', '.join(results.ignored)}")
 
 
 def parse_args(argv):
@@ -1431,24 +1632,30 @@ def parse_args(argv):
 
 
 def run(args):
+    progress(f"plots: reading {display_path(args.configs)} ...")
     configs = load_standard_configs(args.configs)
     results_dir = Path(args.results)
     if not results_dir.is_dir():
         raise InputError(f"{results_dir}: no such results folder")
     folders = gpu_folders(results_dir)
     if not folders:
-        print(f"plots: no bench.json, pytorch.jsonl or canonical.jsonl in any folder of "
-              f"{display_path(results_dir)}: nothing to draw")
-    for folder in folders:
+        progress(f"plots: no bench.json, pytorch.jsonl or canonical.jsonl in any folder of "
+                 f"{display_path(results_dir)}: nothing to draw")
+    loaded = {}
+    for number, folder in enumerate(folders, 1):
+        progress(f"plots: reading {display_path(folder)} ({number} of {len(folders)}) ...")
+        loaded[folder] = load_results(folder, configs)
         out_dir = Path(args.out) / folder.name if args.out else folder / "plots"
-        draw_folder(load_results(folder, configs), out_dir)
+        draw_folder(loaded[folder], out_dir)
     if not args.no_readmes:
         folder = results_dir / args.readme_gpu
         if folder not in folders:
             raise InputError(f"{folder}: no results there; the README tables are made from it "
                              "(--readme-gpu)")
-        for path, marker in update_readmes(load_results(folder, configs), args.readme_root):
-            print(f"plots: rewrote {display_path(path)} ({marker})")
+        progress(f"plots: rewriting the README tables from {display_path(folder)} ...")
+        for path, marker in update_readmes(loaded[folder], args.readme_root):
+            progress(f"plots: rewrote {display_path(path)} ({marker})")
+    progress("plots: done")
 
 
 def main(argv=None):

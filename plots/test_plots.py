@@ -13,11 +13,17 @@
    forward figures; the precision in the table; stage colours from the stages present; the
    standard configurations from common/standard_configs.json (or --configs).
 4. Reproducible PNG bytes; malformed input exits non-zero with a message naming the file.
+5. What a reader sees: a point the bench skipped as unsupported is an × in the series' colour
+   at the bottom of the sweep panels (with a legend entry), a point without an entry is not
+   drawn; no reference line of canonical.png crosses a bar's value label; the script prints a
+   line before each step (reading, drawing each figure, rewriting the READMEs).
 
 usage: .venv/bin/python plots/test_plots.py [-v]
 """
+import dataclasses
 import hashlib
 import json
+import math
 import shutil
 import subprocess
 import sys
@@ -570,6 +576,244 @@ class MalformedInput(PlotTestCase):
         result = make_plots("--results", FIXTURE, "--out", self.tmp / "out", "--readme-gpu",
                             "no-such-gpu", "--readme-root", self.tmp)
         self.assert_fails_naming(result, "no-such-gpu")
+
+
+# ---------------------------------------------------------------------------------------------
+# What a reader sees: unsupported points, labels off the reference lines, progress lines
+# ---------------------------------------------------------------------------------------------
+
+
+def unsupported_marks(ax):
+    """{(colour, x)} of the unsupported marks (×) of one panel."""
+    return {(mp.to_hex(line.get_color()), float(x)) for line in ax.get_lines()
+            if line.get_gid() == mp.UNSUPPORTED_POINT_GID for x in line.get_xdata()}
+
+
+def skipped_points(results, group, keep=lambda m: True):
+    """{(colour, x)} that a sweep figure must mark: the skipped entries of `group` (forward
+    kind, standard configs), the colour of the series' line."""
+    series = mp.sweep_series(results, group)
+    colors = mp.stage_colors(results.stages())
+    precisions = mp.sweep_precisions(series)
+    x_of = (lambda m: m.config.hidden) if group == "hidden_sweep" else (lambda m: m.config.batch)
+    return {(mp.to_hex(mp.line_style(key, colors, precisions)["color"]), float(x_of(m)))
+            for key, ms in series.items() for m in ms if not m.supported and keep(m)}
+
+
+def legend_labels(fig):
+    return [text.get_text() for legend in fig.legends for text in legend.get_texts()]
+
+
+class UnsupportedPoints(PlotTestCase):
+    """Skipped ('unsupported: ...') entries are marked, not silently left out."""
+
+    def setUp(self):
+        super().setUp()
+        self.results = mp.load_results(FIXTURE / "synthetic-gpu")
+
+    def test_the_fixture_has_unsupported_sweep_points(self):
+        skipped = {(m.impl, m.group, m.config.hidden) for m in self.results.bench
+                   if not m.supported}
+        self.assertIn(("forward/07_persistent", "hidden_sweep", 2048), skipped)
+        self.assertIn(("cudnn_persist_static", "hidden_sweep", 2048), skipped)
+        self.assertIn(("forward/07_persistent", "batch_sweep", 1024), skipped)
+
+    def test_hidden_sweep_marks_them_in_the_series_colour(self):
+        fig = mp.figure_hidden_sweep(self.results)
+        [ax] = fig.axes
+        colors = mp.stage_colors(self.results.stages())
+        marks = unsupported_marks(ax)
+        self.assertIn((colors["forward/07_persistent"], 2048.0), marks)
+        self.assertIn((mp.to_hex(mp.CUDNN_STYLES[1][0]), 2048.0), marks)  # persist_static
+        self.assertEqual(marks, skipped_points(self.results, "hidden_sweep"))
+        notes = [t.get_text() for t in ax.texts if t.get_gid() == mp.UNSUPPORTED_NOTE_GID]
+        self.assertIn("forward/07_persistent · FP32: not supported", notes)
+        self.assertIn("cuDNN persist_static · FP32: not supported", notes)
+        self.assertIn(mp.UNSUPPORTED_LEGEND, legend_labels(fig))
+        self.assertIn("2048", [tick.get_text() for tick in ax.get_xticklabels()])
+
+    def test_marks_lie_below_every_measured_point(self):
+        fig = mp.figure_hidden_sweep(self.results)
+        [ax] = fig.axes
+        fig.draw_without_rendering()
+        measured = [y for line in ax.get_lines() if line.get_gid() != mp.UNSUPPORTED_POINT_GID
+                    for y in line.get_ydata()]
+        lowest_px = min(ax.transData.transform((1, y))[1] for y in measured)
+        for line in ax.get_lines():
+            if line.get_gid() == mp.UNSUPPORTED_POINT_GID:
+                for x, y in zip(line.get_xdata(), line.get_ydata()):
+                    mark_px = line.get_transform().transform((x, y))
+                    self.assertLess(mark_px[1], lowest_px)
+                    self.assertGreater(mark_px[1], ax.bbox.y0)  # inside the panel
+                    self.assertTrue(ax.bbox.x0 < mark_px[0] < ax.bbox.x1)
+
+    def test_batch_sweep_and_persistent_mark_them_in_their_panel(self):
+        for function in (mp.figure_batch_sweep, mp.figure_persistent):
+            fig = function(self.results)
+            panels = {ax.get_title(): ax for ax in fig.axes}
+            color = mp.stage_colors(self.results.stages())["forward/07_persistent"]
+            self.assertIn((color, 256.0), unsupported_marks(panels["H = 1024"]),
+                          function.__name__)
+            self.assertEqual(unsupported_marks(panels["H = 512"]), set(), function.__name__)
+            self.assertIn(mp.UNSUPPORTED_LEGEND, legend_labels(fig))
+        fig = mp.figure_batch_sweep(self.results)
+        panel = {ax.get_title(): ax for ax in fig.axes}["H = 1024"]
+        self.assertEqual(unsupported_marks(panel), skipped_points(
+            self.results, "batch_sweep", keep=lambda m: m.config.hidden == 1024))
+
+    def test_a_point_without_an_entry_stays_absent(self):
+        """Not measured (no entry) is not 'not supported': neither a mark nor a point."""
+        self.results.bench = [m for m in self.results.bench
+                              if not (m.impl == "forward/07_persistent"
+                                      and m.group == "hidden_sweep" and m.config.hidden == 2048)]
+        fig = mp.figure_hidden_sweep(self.results)
+        [ax] = fig.axes
+        color = mp.stage_colors(self.results.stages())["forward/07_persistent"]
+        marks = unsupported_marks(ax)
+        self.assertNotIn((color, 2048.0), marks)
+        self.assertIn((mp.to_hex(mp.CUDNN_STYLES[1][0]), 2048.0), marks)
+        [line] = [line for line in ax.get_lines()
+                  if line.get_label() == "forward/07_persistent · FP32"]
+        self.assertNotIn(2048, list(line.get_xdata()))
+
+    def test_no_mark_and_no_legend_entry_without_unsupported_points(self):
+        self.results.bench = [m for m in self.results.bench if m.supported]
+        for function in (mp.figure_batch_sweep, mp.figure_persistent, mp.figure_hidden_sweep):
+            fig = function(self.results)
+            self.assertEqual(set().union(*map(unsupported_marks, fig.axes)), set())
+            self.assertNotIn(mp.UNSUPPORTED_LEGEND, legend_labels(fig))
+
+    def test_committed_results_mark_every_skipped_point(self):
+        results = mp.load_results(ROOT / "results" / "h100-sxm")
+        fig = mp.figure_hidden_sweep(results)
+        self.assertEqual(unsupported_marks(fig.axes[0]), skipped_points(results, "hidden_sweep"))
+        fig = mp.figure_batch_sweep(results)
+        for ax in fig.axes:
+            hidden = int(ax.get_title().split("= ")[1])
+            self.assertEqual(unsupported_marks(ax), skipped_points(
+                results, "batch_sweep", keep=lambda m, h=hidden: m.config.hidden == h))
+
+
+def crossed_labels(fig):
+    """The value labels (and 'unsupported' notes) of canonical.png that a reference line
+    crosses: [(label, line's y in data coordinates)], after the figure's layout."""
+    fig.draw_without_rendering()
+    crossed = []
+    for ax in fig.axes:
+        lines = [line.get_ydata()[0] for line in ax.get_lines()
+                 if line.get_gid() == mp.REFERENCE_LINE_GID]
+        for text in ax.texts:
+            if text.get_gid() not in (mp.VALUE_LABEL_GID, mp.UNSUPPORTED_LABEL_GID):
+                continue
+            box = text.get_window_extent()
+            for y in lines:
+                line_px = ax.transData.transform((0, y))[1]
+                if box.y0 - 1 <= line_px <= box.y1 + 1:
+                    crossed.append((text.get_text(), y))
+    return crossed
+
+
+def value_labels(fig):
+    return [text for ax in fig.axes for text in ax.texts if text.get_gid() in
+            (mp.VALUE_LABEL_GID, mp.UNSUPPORTED_LABEL_GID)]
+
+
+class CanonicalLabels(PlotTestCase):
+    """No reference line (cuDNN's fastest, PyTorch) strikes through a bar's value label."""
+
+    def assert_no_label_crossed(self, fig):
+        labels = value_labels(fig)
+        self.assertTrue(labels, "no value label found")
+        self.assertEqual(crossed_labels(fig), [])
+        for text in labels:  # and every label is inside its panel
+            box, panel = text.get_window_extent(), text.axes.bbox
+            self.assertTrue(panel.y0 <= box.y0 and box.y1 <= panel.y1, text.get_text())
+
+    def test_committed_results(self):
+        """The committed data put 04's speedup (10.44×) right under cuDNN's line (10.66×)."""
+        results = mp.load_results(ROOT / "results" / "h100-sxm")
+        self.assert_no_label_crossed(mp.figure_canonical(results))
+
+    def test_synthetic_results(self):
+        self.assert_no_label_crossed(mp.figure_canonical(mp.load_results(FIXTURE /
+                                                                         "synthetic-gpu")))
+
+    def test_lines_right_at_the_bar_tops(self):
+        """PyTorch's time a hair above one stage's, cuDNN's a hair below another's: both lines
+        run where the labels would sit on the bars; the labels are moved off them."""
+        results = mp.load_results(FIXTURE / "synthetic-gpu")
+        view = mp.canonical_view(results)
+        near_pytorch = view.stage("forward/04_transposed_weights")
+        near_cudnn = view.stage("forward/06_cuda_graph")
+        results.pytorch = [dataclasses.replace(m, median_ms=near_pytorch.median_ms * 1.01)
+                           if m.config == view.config else m for m in results.pytorch]
+        best = view.fastest_cudnn()
+        results.bench = [dataclasses.replace(m, median_ms=near_cudnn.median_ms * 0.99)
+                         if m is best else m for m in results.bench]
+        fig = mp.figure_canonical(results)
+        self.assert_no_label_crossed(fig)
+        # The case is exercised: with every label back on top of its bar, lines cross some.
+        for text in value_labels(fig):
+            if text.get_gid() == mp.VALUE_LABEL_GID:
+                mp.place_label(text, mp.LABEL_ABOVE)
+        self.assertTrue(crossed_labels(fig), "the lines cross no label on top of its bar: the "
+                                             "test does not exercise the placement")
+
+    def test_unsupported_stage_note(self):
+        """The note in place of an unsupported stage's bar is kept off the lines too."""
+        results = mp.load_results(FIXTURE / "synthetic-gpu")
+        results.bench = [dataclasses.replace(m, unsupported="unsupported: synthetic")
+                         if m.impl == "forward/03_fused_pointwise" and m.group == "canonical"
+                         else m for m in results.bench]
+        fig = mp.figure_canonical(results)
+        self.assertIn("unsupported", [t.get_text() for t in value_labels(fig)])
+        self.assert_no_label_crossed(fig)
+
+    def test_reference_lines_are_drawn(self):
+        results = mp.load_results(ROOT / "results" / "h100-sxm")
+        fig = mp.figure_canonical(results)
+        view = mp.canonical_view(results)
+        [ms_panel, speed_panel] = fig.axes
+        ys = sorted(line.get_ydata()[0] for line in ms_panel.get_lines()
+                    if line.get_gid() == mp.REFERENCE_LINE_GID)
+        self.assertEqual(ys, sorted([view.fastest_cudnn().median_ms, view.pytorch.median_ms]))
+        self.assertEqual(len([line for line in speed_panel.get_lines()
+                              if line.get_gid() == mp.REFERENCE_LINE_GID]), 2)
+        self.assertFalse(any(math.isnan(y) for y in ys))
+
+
+class Progress(PlotTestCase):
+    """The script says what it does before each step, not only after it."""
+
+    def test_a_line_before_each_step(self):
+        readmes = self.tmp / "readmes"
+        readmes.mkdir()
+        readme_copy(readmes)
+        result = make_plots("--results", FIXTURE, "--out", self.tmp / "out", "--readme-gpu",
+                            "synthetic-gpu", "--readme-root", readmes)
+        self.assert_ok(result)
+        lines = result.stdout.splitlines()
+        self.assertEqual(lines[0], "plots: loading matplotlib ...")
+        self.assertEqual(lines[-1], "plots: done")
+
+        def index(start):
+            found = [i for i, line in enumerate(lines) if line.startswith(start)]
+            self.assertTrue(found, f"no line starting {start!r}:\n{result.stdout}")
+            return found[0]
+
+        for folder in ("synthetic-gpu", "synthetic-no-bench"):
+            reading = index(f"plots: reading plots/testdata/synthetic/{folder} (")
+            for name in ALL_FIGURES:
+                drawing = [i for i, line in enumerate(lines) if i > reading
+                           and line == f"plots: drawing {name} ..."][0]
+                outcome = lines[drawing + 1]
+                self.assertRegex(outcome, rf"^plots: (wrote .*{folder}/{name}|"
+                                          rf".*{folder}/{name} not drawn: .+)$")
+        rewriting = index("plots: rewriting the README tables from "
+                          "plots/testdata/synthetic/synthetic-gpu ...")
+        self.assertGreater(rewriting, index("plots: reading plots/testdata/synthetic/"
+                                            "synthetic-no-bench ("))
+        self.assertTrue(lines[rewriting + 1].startswith("plots: rewrote "))
 
 
 if __name__ == "__main__":
