@@ -86,6 +86,9 @@ passed=$((total - failed - skipped))
 if [ "$skipped" -gt 0 ]; then
   echo "test: $skipped test(s) were SKIPPED, not passed (listed above under 'did not run');"
   echo "test: the GPU tests run only where a CUDA GPU is present (scripts/gpu_check.sh)."
+  # A skipped script test says why in its output, which CTest keeps in LastTest.log.
+  grep -ho "pytorch_script: SKIPPED (.*" "$build"/Testing/Temporary/LastTest*.log 2>/dev/null |
+    tail -n 1 | sed 's/^/test: /' || true
 fi
 if [ "$failed" -gt 0 ]; then
   echo "test: $failed test(s) FAILED (listed above under 'The following tests FAILED'; output in $log)"
