@@ -1,21 +1,70 @@
 #!/usr/bin/env bash
 # Everything a GPU machine should verify, in one go:
-#   1. configure and build (Release, sm_90 unless CMAKE_CUDA_ARCHITECTURES says otherwise)
+#   0. that there is a GPU: `nvidia-smi -L` must list one, else it says so and stops (exit 1)
+#      before building anything
+#   1. configure and build (Release, for the CUDA architecture below)
 #   2. every test, CPU and GPU; a GPU test that skips here counts as a failure
 #   3. every stage on the canonical config and three odd configs, checks on, results as JSON
 #   4. the cuDNN baseline (every algorithm) and PyTorch on the same configs, checks on
 #   5. compute-sanitizer memcheck, racecheck and synccheck on every stage at a small config
 #   6. the benchmarks (scripts/bench.sh): DIR/bench.json and DIR/pytorch.jsonl
-# Logs and results go into DIR. Exit status: non-zero if anything failed; the summary says what.
+# Logs and results go into DIR. Exit status: 0 everything passed, 1 anything failed (the summary
+# says what) or no GPU, 2 a usage error.
 #
-# usage: scripts/gpu_check.sh DIR        (environment: BUILD_DIR, default build-gpu)
+# usage: scripts/gpu_check.sh [--cuda-arch N] DIR
+#   --cuda-arch N   the CUDA architecture to build for (CMAKE_CUDA_ARCHITECTURES): 90 (H100,
+#                   the default), 80 (A100), 89 (L4, RTX 40xx), a list "80;90", or native (this
+#                   machine's GPU). Also read from the environment, CUDA_ARCH=N; the option wins.
+#                   Without either, the build folder keeps the architecture it was configured
+#                   with (90 for a new one); another one reconfigures and rebuilds.
+#   environment: BUILD_DIR (default build-gpu), CUDA_ARCH, PYTORCH_PYTHON, LSTM_SKIP_BENCH
 set -uo pipefail
-out=${1:?usage: scripts/gpu_check.sh DIR}
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
+
+usage() { sed -n '14,20p' "$0" | sed 's/^# \{0,1\}//'; }
+usage_error() { echo "gpu_check: $*" >&2; usage >&2; exit 2; }
+cuda_arch=${CUDA_ARCH:-}
+out=
+while (($#)); do
+  case $1 in
+    --cuda-arch) (($# >= 2)) || usage_error "--cuda-arch needs a value"; cuda_arch=$2; shift 2 ;;
+    --cuda-arch=*) cuda_arch=${1#*=}; shift ;;
+    -h | --help) usage; exit 0 ;;
+    -*) usage_error "unknown option: $1" ;;
+    *) [ -z "$out" ] || usage_error "one DIR only (got $out and $1)"; out=$1; shift ;;
+  esac
+done
+[ -n "$out" ] || usage_error "DIR is missing"
+cuda_arch=${cuda_arch//,/;}
+arch_pattern='^(native|all|all-major|[0-9]+(-real|-virtual)?(;[0-9]+(-real|-virtual)?)*)$'
+[[ -z $cuda_arch || $cuda_arch =~ $arch_pattern ]] ||
+  usage_error "--cuda-arch (or CUDA_ARCH) \"$cuda_arch\" is not an architecture: give e.g. 80, 89, 90, \"80;90\" or native"
+
+# ---- 0. a GPU, before spending minutes on the build
+if ! command -v nvidia-smi >/dev/null 2>&1; then
+  echo "gpu_check: no NVIDIA GPU/driver here (nvidia-smi not found); nothing was built or run"
+  exit 1
+fi
+if ! gpus=$(nvidia-smi -L 2>&1); then
+  echo "gpu_check: no NVIDIA GPU/driver here (nvidia-smi -L failed: $(echo "$gpus" | head -n 1)); nothing was built or run"
+  exit 1
+fi
+if ! grep -q "^GPU [0-9]" <<<"$gpus"; then
+  echo "gpu_check: no NVIDIA GPU/driver here (nvidia-smi -L lists no GPU); nothing was built or run"
+  exit 1
+fi
+echo "gpu_check: $(grep "^GPU [0-9]" <<<"$gpus" | head -n 1)"
+
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
 build=${BUILD_DIR:-build-gpu}
 [ -d /usr/local/cuda/bin ] && export PATH="/usr/local/cuda/bin:$PATH"
+configured=$(sed -n 's/^CMAKE_CUDA_ARCHITECTURES:[A-Z]*=//p' "$build/CMakeCache.txt" 2>/dev/null || true)
+if [ -z "$cuda_arch" ]; then
+  cuda_arch=${configured:-90}
+elif [ -n "$configured" ] && [ "$configured" != "$cuda_arch" ]; then
+  echo "gpu_check: $build was configured for CUDA architecture $configured; reconfiguring for $cuda_arch"
+fi
 
 failures=()
 summary=()
@@ -38,7 +87,9 @@ prefix=()
 [ -d .deps/root/usr ] && prefix=(-DCMAKE_PREFIX_PATH="$PWD/.deps/root/usr")
 
 # ---- 1. build
-run_step configure cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release "${prefix[@]}"
+echo "gpu_check: configuring and building $build for CUDA architecture $cuda_arch (a few minutes; logs in $out)"
+run_step configure cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release \
+  -DCMAKE_CUDA_ARCHITECTURES="$cuda_arch" "${prefix[@]}"
 run_step build cmake --build "$build" --parallel "$(nproc)"
 if [[ " ${failures[*]} " == *" build "* || " ${failures[*]} " == *" configure "* ]]; then
   tail -n 40 "$out"/configure.log "$out"/build.log

@@ -1,27 +1,103 @@
 #!/usr/bin/env bash
-# Sets up, configures, builds and runs every test. On a machine with no GPU the GPU tests are
-# reported as skipped (never as passed); everything else must pass.
+# Sets up (scripts/setup.sh), configures, builds and runs every test with CTest. On a machine with
+# no GPU the GPU tests are reported as skipped (never as passed); everything else must pass.
+#
+# usage: scripts/test.sh [--cuda-arch N]
+#   --cuda-arch N   the CUDA architecture to build for (CMAKE_CUDA_ARCHITECTURES): 90 (H100,
+#                   the default), 80 (A100), 89 (L4, RTX 40xx), a list "80;90", or native (the
+#                   GPU of this machine; needs one). Also read from the environment, CUDA_ARCH=N;
+#                   the option wins. Without either, the build folder keeps the architecture it
+#                   was configured with (90 for a new one); another one reconfigures and rebuilds.
+#   environment: BUILD_DIR (default build), CUDA_ARCH
+#
+# The last line is the summary, also written to BUILD_DIR/test_summary.txt:
+#   tests: N passed, M failed, K skipped
+# Exit codes: 0 every test passed or skipped, 1 a test failed (or the build did), 2 a usage error.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+usage() { sed -n '5,11p' "$0" | sed 's/^# \{0,1\}//'; }
+usage_error() { echo "test: $*" >&2; usage >&2; exit 2; }
+cuda_arch=${CUDA_ARCH:-}
+while (($#)); do
+  case $1 in
+    --cuda-arch) (($# >= 2)) || usage_error "--cuda-arch needs a value"; cuda_arch=$2; shift 2 ;;
+    --cuda-arch=*) cuda_arch=${1#*=}; shift ;;
+    -h | --help) usage; exit 0 ;;
+    *) usage_error "unknown argument: $1" ;;
+  esac
+done
+cuda_arch=${cuda_arch//,/;}
+arch_pattern='^(native|all|all-major|[0-9]+(-real|-virtual)?(;[0-9]+(-real|-virtual)?)*)$'
+[[ -z $cuda_arch || $cuda_arch =~ $arch_pattern ]] ||
+  usage_error "--cuda-arch (or CUDA_ARCH) \"$cuda_arch\" is not an architecture: give e.g. 80, 89, 90, \"80;90\" or native"
+
 ./scripts/setup.sh
 [ -d /usr/local/cuda/bin ] && export PATH="/usr/local/cuda/bin:$PATH"
 
+# ---- configure: the build type, the generator, the CUDA architecture
 build=${BUILD_DIR:-build}
 generator=()
 command -v ninja >/dev/null 2>&1 && [ ! -f "$build/Makefile" ] && generator=(-G Ninja)
-cmake -S . -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release \
-  -DPython3_EXECUTABLE="$PWD/.venv/bin/python" >/dev/null
-cmake --build "$build" --parallel "$(nproc)"
+configured=$(sed -n 's/^CMAKE_CUDA_ARCHITECTURES:[A-Z]*=//p' "$build/CMakeCache.txt" 2>/dev/null || true)
+if [ -z "$cuda_arch" ]; then
+  cuda_arch=${configured:-90}
+elif [ -n "$configured" ] && [ "$configured" != "$cuda_arch" ]; then
+  echo "test: $build was configured for CUDA architecture $configured; reconfiguring for $cuda_arch (everything CUDA is rebuilt)"
+fi
+echo "test: configuring $build (Release, CUDA architecture $cuda_arch; the first time takes half a minute)"
+mkdir -p "$build"
+if ! cmake -S . -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release \
+  -DCMAKE_CUDA_ARCHITECTURES="$cuda_arch" >"$build/configure.log" 2>&1; then
+  cat "$build/configure.log"
+  echo "test: configuring failed (above; also in $build/configure.log); no test was run"
+  exit 1
+fi
+grep -q "CMake Warning\|CMake Deprecation Warning" "$build/configure.log" && cat "$build/configure.log"
 
+# ---- build: the build tool prints one [n/N] line per step
+echo "test: building in $build with $(nproc) jobs (a fresh build takes about 10 minutes on 2 cores)"
+if ! cmake --build "$build" --parallel "$(nproc)"; then
+  echo "test: the build failed (above); no test was run"
+  echo "tests: not run (the build failed)" | tee "$build/test_summary.txt"
+  exit 1
+fi
+
+# ---- test
 if ! "$build/bin/lstm_gpu_info" >/dev/null 2>&1; then
   echo "test: no usable CUDA GPU here: the GPU tests will be reported as skipped, not passed."
 fi
-ctest --test-dir "$build" --output-on-failure --parallel "$(nproc)" | tee "$build/ctest.log"
-skipped=$(grep -c "(Skipped)" "$build/ctest.log" || true)
-total=$(sed -n 's/.*tests failed out of \([0-9]*\).*/\1/p' "$build/ctest.log" | tail -n 1)
+echo "test: running the tests with CTest (a few minutes; one line per test)"
+log="$build/ctest.log"
+ctest_status=0
+ctest --test-dir "$build" --output-on-failure --parallel "$(nproc)" 2>&1 | tee "$log" || ctest_status=$?
+
+# CTest lists failed tests (each on a tab-indented line) under "The following tests FAILED:" and
+# skipped ones, marked "(Skipped)", under "The following tests did not run:"; its total counts
+# the skipped ones as passed, the line below does not.
+failed=$(awk '/^The following tests FAILED:/ {in_list = 1; next}
+              in_list && /^\t/ {count++; next}
+              {in_list = 0}
+              END {print count + 0}' "$log")
+skipped=$(grep -c "(Skipped)" "$log" || true)
+total=$(sed -n 's/.*tests failed out of \([0-9]*\).*/\1/p' "$log" | tail -n 1)
+total=${total:-0}
+passed=$((total - failed - skipped))
 if [ "$skipped" -gt 0 ]; then
   echo "test: $skipped test(s) were SKIPPED, not passed (listed above under 'did not run');"
   echo "test: the GPU tests run only where a CUDA GPU is present (scripts/gpu_check.sh)."
+  # A skipped script test says why in its output, which CTest keeps in LastTest.log.
+  grep -ho "pytorch_script: SKIPPED (.*" "$build"/Testing/Temporary/LastTest*.log 2>/dev/null |
+    tail -n 1 | sed 's/^/test: /' || true
 fi
-# CTest counts skipped tests in its total; this line does not.
-echo "tests: $((total - skipped)) passed, 0 failed, $skipped skipped" | tee "$build/test_summary.txt"
+if [ "$failed" -gt 0 ]; then
+  echo "test: $failed test(s) FAILED (listed above under 'The following tests FAILED'; output in $log)"
+elif [ "$ctest_status" -ne 0 ] || [ "$total" -eq 0 ]; then
+  # No test listed as failed, yet CTest failed (or found no test): a failure all the same.
+  echo "test: CTest exited with status $ctest_status having run $total test(s) (output in $log)"
+  ctest_status=1
+fi
+echo "tests: $passed passed, $failed failed, $skipped skipped" | tee "$build/test_summary.txt"
+if [ "$failed" -gt 0 ] || [ "$ctest_status" -ne 0 ]; then
+  exit 1
+fi

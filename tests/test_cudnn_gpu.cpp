@@ -70,17 +70,7 @@ StageInfo algo_info(std::size_t index) {
   return cudnn::stage_info(cudnn::all_algos().at(index));
 }
 
-TEST(CudnnNames, AlgorithmsAndStageNames) {
-  ASSERT_EQ(cudnn::all_algos().size(), 3u);
-  EXPECT_EQ(cudnn::algo_name(cudnn::Algo::kStandard), "standard");
-  EXPECT_EQ(cudnn::algo_name(cudnn::Algo::kPersistStatic), "persist_static");
-  EXPECT_EQ(cudnn::algo_name(cudnn::Algo::kPersistDynamic), "persist_dynamic");
-  EXPECT_EQ(cudnn::stage_info(cudnn::Algo::kStandard).name, "cudnn_standard");
-  EXPECT_EQ(cudnn::stage_info(cudnn::Algo::kPersistDynamic).name, "cudnn_persist_dynamic");
-  for (cudnn::Algo algo : cudnn::all_algos())
-    EXPECT_EQ(cudnn::algo_from_name(cudnn::algo_name(algo)), algo);
-  EXPECT_THROW(cudnn::algo_from_name("bogus"), std::invalid_argument);
-}
+// The names (algorithms, stage names) are checked without a GPU in test_cudnn_names.cpp.
 
 class CudnnVsReference : public ::testing::TestWithParam<std::tuple<std::size_t, std::size_t>> {};
 
