@@ -45,12 +45,16 @@ constexpr int kGridSyncThreads = 128;     // threads per block of the grid barri
 constexpr int kGridSyncBarriers = 10000;  // grid barriers per timed launch
 constexpr int kH100SmCount = 132;         // grid barrier block counts listed without a GPU
 
-/// Every implementation the benchmark times: the stages, then the cuDNN algorithms.
+/// Every implementation the benchmark times: the stages, then the cuDNN algorithms' forward
+/// passes, then their training passes ("cudnn_standard_training", ...).
 std::vector<StageInfo> implementations() {
   std::vector<StageInfo> list = all_stages();
 #ifdef LSTM_BENCH_HAVE_CUDNN
   for (baseline_cudnn::Algo algo : baseline_cudnn::all_algos()) {
     list.push_back(baseline_cudnn::stage_info(algo));
+  }
+  for (baseline_cudnn::Algo algo : baseline_cudnn::all_algos()) {
+    list.push_back(baseline_cudnn::training_stage_info(algo));
   }
 #endif
   return list;

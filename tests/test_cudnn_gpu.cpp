@@ -1,9 +1,11 @@
-// The cuDNN baseline, every algorithm, against the CPU reference on odd shapes and against the
-// PyTorch fixture. These tests need a CUDA GPU and are skipped, with the reason, without one. An
-// algorithm that cuDNN refuses for a shape (UnsupportedError from prepare) is skipped with
-// cuDNN's message: a documented refusal, not a pass.
+// The cuDNN baseline, every algorithm, forward and training passes, against the CPU reference on
+// odd shapes and against the PyTorch fixtures (forward outputs; autograd's gradients). These tests
+// need a CUDA GPU and are skipped, with the reason, without one. An algorithm that cuDNN refuses
+// for a shape (UnsupportedError from prepare) is skipped with cuDNN's message: a documented
+// refusal, not a pass.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <iostream>
@@ -34,22 +36,24 @@ const std::vector<Shape>& shapes() {
   return list;
 }
 
-/// Runs the stage `info` on `params` twice (two forward passes after one prepare) and stores
-/// both runs' outputs in `runs`. Returns false, with cuDNN's reason in `refused`, when prepare()
-/// throws UnsupportedError.
+/// Runs the stage `info` on `params` twice (two passes after one prepare; for a training stage,
+/// with `upstream`, each pass is forward then backward) and stores both runs' outputs in `runs`.
+/// Returns false, with cuDNN's reason in `refused`, when prepare() throws UnsupportedError.
 ///
-/// Unlike the stages' test, the two runs are not required to agree bit for bit: cuDNN's release
-/// notes (7.6.5) say its RNN calls may be nondeterministic when cuBLAS runs on several internal
-/// streams, and cuDNN is not ours to fix. Instead each run must pass the check on its own, which
-/// still catches a forward pass that depends on state left by an earlier one. A bitwise
-/// difference is printed, for the record.
+/// Unlike the stages' test (testing::run_twice), the two runs are not required to agree bit for
+/// bit: cuDNN's release notes (7.6.5) say its RNN calls may be nondeterministic when cuBLAS runs
+/// on several internal streams, and cuDNN is not ours to fix. Instead each run must pass the
+/// check on its own, which still catches a pass that depends on state left by an earlier one
+/// (e.g. weight gradients accumulated onto the previous pass's). Bitwise differences are
+/// printed, tensor by tensor, for the record.
 bool run_algo(const StageInfo& info, Stage& stage, const LstmParams& params,
-              std::vector<std::vector<OutputTensor>>* runs, std::string* refused) {
+              std::vector<std::vector<OutputTensor>>* runs, std::string* refused,
+              const UpstreamGradients* upstream = nullptr) {
   cudaDeviceProp prop{};
   CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
   const std::string unsupported = stage.unsupported_reason(params.size, prop);
   EXPECT_EQ(unsupported, "") << info.name << " refuses " << params.size.describe();
-  DeviceProblem problem(params);
+  DeviceProblem problem(params, upstream);
   *refused = prepare_stage(stage, problem);
   if (!refused->empty()) return false;
   cudaStream_t stream;
@@ -58,10 +62,20 @@ bool run_algo(const StageInfo& info, Stage& stage, const LstmParams& params,
   runs->push_back(run_for_check(stage, problem, stream));
   runs->push_back(run_for_check(stage, problem, stream));
   CUDA_CHECK(cudaStreamDestroy(stream));
-  if (std::memcmp(runs->at(0)[0].values.data(), runs->at(1)[0].values.data(),
-                  runs->at(0)[0].values.size() * sizeof(float)) != 0) {
+  const std::vector<OutputTensor>& first = runs->at(0);
+  const std::vector<OutputTensor>& second = runs->at(1);
+  EXPECT_EQ(first.size(), second.size()) << info.name;
+  std::string differing;
+  for (std::size_t i = 0; i < std::min(first.size(), second.size()); ++i) {
+    if (first[i].values.size() != second[i].values.size() ||
+        std::memcmp(first[i].values.data(), second[i].values.data(),
+                    first[i].values.size() * sizeof(float)) != 0) {
+      differing += " " + first[i].name;
+    }
+  }
+  if (!differing.empty()) {
     std::cout << "[   INFO   ] " << info.name << " " << params.size.describe()
-              << ": the two forward passes differ bitwise in y (each is checked)\n";
+              << ": the two passes differ bitwise in" << differing << " (each is checked)\n";
   }
   return true;
 }
@@ -157,6 +171,134 @@ TEST(CudnnStandard, SupportsTheCanonicalConfig) {
   const auto outputs = run_for_check(*stage, problem, stream);  // poisons first
   CUDA_CHECK(cudaStreamDestroy(stream));
   ASSERT_EQ(outputs.size(), 3u);
+  for (const OutputTensor& tensor : outputs) {
+    EXPECT_EQ(count_nonfinite(tensor.values), 0u)
+        << tensor.name << " has NaN/Inf (unwritten) elements";
+  }
+}
+
+// ---- The training stages: forward in training mode, backward data, backward weights. ----------
+
+StageInfo training_info(std::size_t index) {
+  return cudnn::training_stage_info(cudnn::all_algos().at(index));
+}
+
+// A few of the odd shapes (the training reference costs three forward passes): I != H with three
+// layers, B = 1, T = 1, H = 1, and T not a multiple of ten.
+const std::vector<Shape>& training_shapes() {
+  static const std::vector<Shape> list = [] {
+    std::vector<Shape> some;
+    for (const Shape& shape : testing::odd_shapes()) {
+      const std::string label = shape.label;
+      if (label == "I_ne_H_L3" || label == "B1" || label == "T1" || label == "H1" ||
+          label == "T23_short_last_chunk") {
+        some.push_back(shape);
+      }
+    }
+    return some;
+  }();
+  return list;
+}
+
+TEST(CudnnTrainingShapes, AreTheOnesNamed) {
+  EXPECT_EQ(training_shapes().size(), 5u);
+}
+
+class CudnnTrainingVsReference
+    : public ::testing::TestWithParam<std::tuple<std::size_t, std::size_t>> {};
+
+TEST_P(CudnnTrainingVsReference, MatchesTheCpuReferenceOnEveryGradient) {
+  SKIP_WITHOUT_GPU();
+  const StageInfo info = training_info(std::get<0>(GetParam()));
+  const Shape& shape = training_shapes()[std::get<1>(GetParam())];
+  const LstmParams params = generate_params(shape.size, 42);
+  const UpstreamGradients upstream = generate_upstream(shape.size, 42);
+  std::unique_ptr<Stage> stage = info.make();
+  ASSERT_EQ(stage->kind(), StageKind::kTraining) << info.name;
+  std::vector<std::vector<OutputTensor>> runs;
+  std::string refused;
+  if (!run_algo(info, *stage, params, &runs, &refused, &upstream)) {
+    GTEST_SKIP() << info.name << " refused " << shape.size.describe() << ": " << refused;
+  }
+  const std::size_t expected = output_layouts(shape.size, StageKind::kTraining).size();
+  for (std::size_t run = 0; run < runs.size(); ++run) {
+    ASSERT_EQ(runs[run].size(), expected) << info.name << ": not every output was downloaded";
+    const CheckReport report =
+        testing::check_against_reference(*stage, params, runs[run], &upstream);
+    EXPECT_TRUE(report.passed()) << info.name << " " << shape.size.describe() << ", training pass "
+                                 << run + 1 << "\n"
+                                 << report.describe();
+    // y, hy, cy, dx, dh0, dc0 and four gradients per layer, all compared; nothing left out.
+    EXPECT_EQ(report.tensors.size(), expected) << report.describe();
+    EXPECT_TRUE(report.not_checked.empty()) << report.describe();
+  }
+}
+
+std::string training_case_name(
+    const ::testing::TestParamInfo<CudnnTrainingVsReference::ParamType>& info) {
+  return training_info(std::get<0>(info.param)).name + "_" +
+         training_shapes()[std::get<1>(info.param)].label;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    AllAlgos, CudnnTrainingVsReference,
+    ::testing::Combine(::testing::Range<std::size_t>(0, cudnn::all_algos().size()),
+                       ::testing::Range<std::size_t>(0, training_shapes().size())),
+    training_case_name);
+
+class CudnnTrainingVsPyTorch : public ::testing::TestWithParam<std::size_t> {};
+
+// PyTorch's autograd (float64 on the CPU, stored as float32) plays the reference: y, hy, cy and
+// torch.autograd.grad((y, hy, cy), (x, h0, c0, *params), (dy, dhy, dcy)).
+TEST_P(CudnnTrainingVsPyTorch, ReproducesThePyTorchAutogradFixture) {
+  SKIP_WITHOUT_GPU();
+  const StageInfo info = training_info(GetParam());
+  const std::string dir = std::string(LSTM_TEST_DATA_DIR) + "/pytorch_training_fixture";
+  const LstmParams params = load_params(dir, {});
+  ASSERT_TRUE(has_upstream_files(dir)) << dir << " lacks dy.npy, dhy.npy, dcy.npy";
+  const UpstreamGradients upstream = load_upstream(dir, params.size, /*seed (unused)=*/0);
+  std::unique_ptr<Stage> stage = info.make();
+  std::vector<std::vector<OutputTensor>> runs;
+  std::string refused;
+  if (!run_algo(info, *stage, params, &runs, &refused, &upstream)) {
+    GTEST_SKIP() << info.name << " refused the fixture (" << params.size.describe()
+                 << "): " << refused;
+  }
+  const ReferenceForCheck torch = load_reference(dir, params.size, StageKind::kTraining);
+  ASSERT_EQ(torch.tensors.size(), output_layouts(params.size, StageKind::kTraining).size());
+  for (std::size_t run = 0; run < runs.size(); ++run) {
+    const CheckReport report = check_run(*stage, runs[run], torch);
+    EXPECT_TRUE(report.passed()) << info.name << " vs PyTorch autograd, training pass " << run + 1
+                                 << "\n"
+                                 << report.describe();
+    EXPECT_EQ(report.tensors.size(), torch.tensors.size());
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(AllAlgos, CudnnTrainingVsPyTorch,
+                         ::testing::Range<std::size_t>(0, cudnn::all_algos().size()),
+                         [](const ::testing::TestParamInfo<std::size_t>& info) {
+                           return training_info(info.param).name;
+                         });
+
+// cuDNN's STANDARD algorithm must accept a training pass of the canonical configuration too (the
+// benchmark's first): prepare must not throw, and forward + backward must write every output
+// and every gradient (no reference run: it is over the CPU reference's budget).
+TEST(CudnnStandardTraining, SupportsTheCanonicalConfig) {
+  SKIP_WITHOUT_GPU();
+  const ProblemSize size;  // the canonical config
+  const LstmParams params = generate_params(size, 1);
+  const UpstreamGradients upstream = generate_upstream(size, 1);
+  std::unique_ptr<Stage> stage = cudnn::make_training(cudnn::Algo::kStandard);
+  DeviceProblem problem(params, &upstream);
+  const std::string refused = prepare_stage(*stage, problem);
+  ASSERT_EQ(refused, "") << "cudnn_standard_training refuses the canonical config "
+                         << size.describe();
+  cudaStream_t stream;
+  CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  const auto outputs = run_for_check(*stage, problem, stream);  // poisons first
+  CUDA_CHECK(cudaStreamDestroy(stream));
+  ASSERT_EQ(outputs.size(), output_layouts(size, StageKind::kTraining).size());
   for (const OutputTensor& tensor : outputs) {
     EXPECT_EQ(count_nonfinite(tensor.values), 0u)
         << tensor.name << " has NaN/Inf (unwritten) elements";

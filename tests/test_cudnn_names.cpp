@@ -1,9 +1,13 @@
-// The cuDNN baseline's names: its algorithms and the stage names they run under. Host code only:
-// this suite needs no GPU and runs everywhere the baseline is built (cuDNN found), labelled cpu.
-// The GPU suite of the same baseline is tests/test_cudnn_gpu.cpp.
+// The cuDNN baseline's algorithms, stage names, kinds and memory estimates, without a GPU: making a stage
+// touches neither the GPU nor cuDNN (all of that happens in prepare()), so these run wherever
+// the baseline is built. The GPU checks of the same stages are in test_cudnn_gpu.cpp.
 #include <gtest/gtest.h>
 
+#include <cstddef>
+#include <memory>
+#include <set>
 #include <stdexcept>
+#include <string>
 
 #include "cudnn_lstm.h"
 
@@ -22,6 +26,73 @@ TEST(CudnnNames, AlgorithmsAndStageNames) {
   for (cudnn::Algo algo : cudnn::all_algos())
     EXPECT_EQ(cudnn::algo_from_name(cudnn::algo_name(algo)), algo);
   EXPECT_THROW(cudnn::algo_from_name("bogus"), std::invalid_argument);
+}
+
+TEST(CudnnTrainingNames, OneTrainingStagePerAlgorithm) {
+  ASSERT_EQ(cudnn::all_algos().size(), 3u);
+  EXPECT_EQ(cudnn::training_stage_info(cudnn::Algo::kStandard).name, "cudnn_standard_training");
+  EXPECT_EQ(cudnn::training_stage_info(cudnn::Algo::kPersistStatic).name,
+            "cudnn_persist_static_training");
+  EXPECT_EQ(cudnn::training_stage_info(cudnn::Algo::kPersistDynamic).name,
+            "cudnn_persist_dynamic_training");
+  std::set<std::string> names;
+  for (cudnn::Algo algo : cudnn::all_algos()) {
+    const StageInfo training = cudnn::training_stage_info(algo);
+    EXPECT_EQ(training.series, "") << training.name << ": a baseline has no series";
+    EXPECT_EQ(training.name, "cudnn_" + cudnn::algo_name(algo) + "_training");
+    names.insert(training.name);
+    names.insert(cudnn::stage_info(algo).name);
+  }
+  EXPECT_EQ(names.size(), 6u) << "forward and training stages must not share a name";
+}
+
+TEST(CudnnTrainingNames, TrainingStagesAreTrainingInFp32) {
+  for (cudnn::Algo algo : cudnn::all_algos()) {
+    const std::string name = cudnn::training_stage_info(algo).name;
+    const std::unique_ptr<TrainingStage> made = cudnn::make_training(algo);
+    ASSERT_NE(made, nullptr) << name;
+    EXPECT_EQ(made->kind(), StageKind::kTraining) << name;
+    EXPECT_EQ(made->precision(), Precision::kFp32) << name;
+    const Tolerance bound = made->tolerance("grad_weight_hh_l0");
+    EXPECT_EQ(bound.max_relative_norm, default_tolerance(Precision::kFp32).max_relative_norm);
+    EXPECT_EQ(bound.max_absolute, default_tolerance(Precision::kFp32).max_absolute);
+
+    // Through the factory the registry, the bench and lstm_cudnn use.
+    const std::unique_ptr<Stage> from_info = cudnn::training_stage_info(algo).make();
+    ASSERT_NE(from_info, nullptr) << name;
+    EXPECT_EQ(from_info->kind(), StageKind::kTraining) << name;
+    EXPECT_NE(dynamic_cast<TrainingStage*>(from_info.get()), nullptr) << name;
+
+    // The forward stages stay forward.
+    EXPECT_EQ(cudnn::make(algo)->kind(), StageKind::kForward) << cudnn::algo_name(algo);
+    EXPECT_EQ(cudnn::stage_info(algo).make()->kind(), StageKind::kForward);
+  }
+}
+
+/// Bytes of all weights and biases of `s` (PyTorch's tensors).
+std::size_t parameter_bytes(const ProblemSize& s) {
+  const std::size_t H = s.hidden;
+  std::size_t count = 0;
+  for (int layer = 0; layer < s.layers; ++layer)
+    count += 4 * H * (static_cast<std::size_t>(s.layer_input_size(layer)) + H) + 8 * H;
+  return count * sizeof(float);
+}
+
+// A training pass needs more device memory than a forward pass: at least a second copy of the
+// parameters (the weight-gradient space) and a reserve space of at least the four gates of every
+// layer, step and batch row.
+TEST(CudnnTrainingWorkspace, CountsTheGradientAndReserveSpaces) {
+  for (const ProblemSize& size :
+       {ProblemSize{}, ProblemSize{37, 19, 3, 7, 3}, ProblemSize{1, 3, 2, 4, 2}}) {
+    const std::size_t gates = 4 * static_cast<std::size_t>(size.hidden) * size.batch *
+                              size.seq_len * size.layers * sizeof(float);
+    for (cudnn::Algo algo : cudnn::all_algos()) {
+      const std::size_t forward = cudnn::make(algo)->workspace_bytes(size);
+      const std::size_t training = cudnn::make_training(algo)->workspace_bytes(size);
+      EXPECT_GE(training, forward + parameter_bytes(size) + gates)
+          << cudnn::algo_name(algo) << " " << size.describe();
+    }
+  }
 }
 
 }  // namespace

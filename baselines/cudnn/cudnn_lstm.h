@@ -1,6 +1,8 @@
 /*! \file baselines/cudnn/cudnn_lstm.h
  *  \brief The cuDNN baseline: the same LSTM forward pass through cuDNN 9's RNN API (the C API,
- *         cudnnRNNForward), one Stage per cuDNN algorithm. See cudnn_lstm.cpp for the lesson.
+ *         cudnnRNNForward), one Stage per cuDNN algorithm, and the training pass (forward with a
+ *         reserve space, cudnnRNNBackwardData_v8, cudnnRNNBackwardWeights_v8), one
+ *         TrainingStage per algorithm. See cudnn_lstm.cpp and cudnn_training.cpp for the lessons.
  *
  * This header does not include cudnn.h: the tests, the benchmark and main.cpp see only the
  * Stage interface.
@@ -38,5 +40,15 @@ std::unique_ptr<Stage> make(Algo algo);
 
 /// Name ("cudnn_" + algo_name, e.g. "cudnn_standard") and factory of the stage for `algo`.
 StageInfo stage_info(Algo algo);
+
+/// A fresh cuDNN training stage (kind() == StageKind::kTraining) running `algo`: forward() is
+/// cuDNN's training-mode forward pass, backward() its data and weight gradients, written into
+/// the harness's PyTorch-layout gradient buffers. Its prepare() throws UnsupportedError (with
+/// cuDNN's message) when cuDNN refuses the configuration for that algorithm.
+std::unique_ptr<TrainingStage> make_training(Algo algo);
+
+/// Name ("cudnn_" + algo_name + "_training", e.g. "cudnn_standard_training"), series "" and
+/// factory of the training stage for `algo`.
+StageInfo training_stage_info(Algo algo);
 
 }  // namespace lstm::baseline_cudnn
