@@ -33,33 +33,13 @@
 #include <utility>
 #include <vector>
 
+#include "reference_math.h"
+
 namespace lstm {
 namespace {
 
-/// The gates in PyTorch's order: row r of a weight matrix belongs to gate r / H, unit r % H.
-enum Gate : std::size_t { kInputGate = 0, kForgetGate = 1, kCellGate = 2, kOutputGate = 3 };
-constexpr std::size_t kGateCount = 4;
+using namespace reference_math;  // the gate order and helpers both directions share
 
-/// σ(z) = 1 / (1 + exp(-z))
-double sigmoid(double z) {
-  return 1.0 / (1.0 + std::exp(-z));
-}
-
-/// Σ_k a[k] · b[k] over `length` contiguous elements.
-double dot(const double* a, const double* b, std::size_t length) {
-  double sum = 0.0;
-#pragma omp simd reduction(+ : sum)
-  for (std::size_t k = 0; k < length; ++k) {
-    sum += a[k] * b[k];
-  }
-  return sum;
-}
-
-std::vector<double> to_double(const std::vector<float>& values) {
-  return std::vector<double>(values.begin(), values.end());
-}
-
-/// Throws std::invalid_argument unless `values` holds `expected` elements.
 void check_count(const std::vector<float>& values, std::size_t expected, const std::string& name) {
   if (values.size() != expected) {
     throw std::invalid_argument("reference_forward: " + name + " has " +

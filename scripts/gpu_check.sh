@@ -35,10 +35,9 @@ while (($#)); do
   esac
 done
 [ -n "$out" ] || usage_error "DIR is missing"
-cuda_arch=${cuda_arch//,/;}
-arch_pattern='^(native|all|all-major|[0-9]+(-real|-virtual)?(;[0-9]+(-real|-virtual)?)*)$'
-[[ -z $cuda_arch || $cuda_arch =~ $arch_pattern ]] ||
-  usage_error "--cuda-arch (or CUDA_ARCH) \"$cuda_arch\" is not an architecture: give e.g. 80, 89, 90, \"80;90\" or native"
+# shellcheck source=lib/build.sh
+source scripts/lib/build.sh
+check_cuda_arch
 
 # ---- 0. a GPU, before spending minutes on the build
 if ! command -v nvidia-smi >/dev/null 2>&1; then

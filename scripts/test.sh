@@ -18,47 +18,16 @@ cd "$(dirname "$0")/.."
 
 usage() { sed -n '5,11p' "$0" | sed 's/^# \{0,1\}//'; }
 usage_error() { echo "test: $*" >&2; usage >&2; exit 2; }
-cuda_arch=${CUDA_ARCH:-}
-while (($#)); do
-  case $1 in
-    --cuda-arch) (($# >= 2)) || usage_error "--cuda-arch needs a value"; cuda_arch=$2; shift 2 ;;
-    --cuda-arch=*) cuda_arch=${1#*=}; shift ;;
-    -h | --help) usage; exit 0 ;;
-    *) usage_error "unknown argument: $1" ;;
-  esac
-done
-cuda_arch=${cuda_arch//,/;}
-arch_pattern='^(native|all|all-major|[0-9]+(-real|-virtual)?(;[0-9]+(-real|-virtual)?)*)$'
-[[ -z $cuda_arch || $cuda_arch =~ $arch_pattern ]] ||
-  usage_error "--cuda-arch (or CUDA_ARCH) \"$cuda_arch\" is not an architecture: give e.g. 80, 89, 90, \"80;90\" or native"
+# shellcheck source=lib/build.sh
+source scripts/lib/build.sh
+parse_cuda_arch test "$@"
 
 ./scripts/setup.sh
 [ -d /usr/local/cuda/bin ] && export PATH="/usr/local/cuda/bin:$PATH"
 
-# ---- configure: the build type, the generator, the CUDA architecture
 build=${BUILD_DIR:-build}
-generator=()
-command -v ninja >/dev/null 2>&1 && [ ! -f "$build/Makefile" ] && generator=(-G Ninja)
-configured=$(sed -n 's/^CMAKE_CUDA_ARCHITECTURES:[A-Z]*=//p' "$build/CMakeCache.txt" 2>/dev/null || true)
-if [ -z "$cuda_arch" ]; then
-  cuda_arch=${configured:-90}
-elif [ -n "$configured" ] && [ "$configured" != "$cuda_arch" ]; then
-  echo "test: $build was configured for CUDA architecture $configured; reconfiguring for $cuda_arch (everything CUDA is rebuilt)"
-fi
-echo "test: configuring $build (Release, CUDA architecture $cuda_arch; the first time takes half a minute)"
-mkdir -p "$build"
-if ! cmake -S . -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release \
-  -DCMAKE_CUDA_ARCHITECTURES="$cuda_arch" >"$build/configure.log" 2>&1; then
-  cat "$build/configure.log"
-  echo "test: configuring failed (above; also in $build/configure.log); no test was run"
-  exit 1
-fi
-grep -q "CMake Warning\|CMake Deprecation Warning" "$build/configure.log" && cat "$build/configure.log"
-
-# ---- build: the build tool prints one [n/N] line per step
-echo "test: building in $build with $(nproc) jobs (a fresh build takes about 10 minutes on 2 cores)"
-if ! cmake --build "$build" --parallel "$(nproc)"; then
-  echo "test: the build failed (above); no test was run"
+if ! configure_and_build test "$build"; then
+  echo "test: no test was run"
   echo "tests: not run (the build failed)" | tee "$build/test_summary.txt"
   exit 1
 fi
