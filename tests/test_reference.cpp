@@ -3,6 +3,7 @@
  *         by hand, the prefix (`steps`) mode, and agreement with PyTorch on a committed fixture.
  */
 #include "lstm_reference.h"
+#include "reference_test_support.h"
 
 #include <gtest/gtest.h>
 
@@ -75,16 +76,7 @@ void expect_all_near(const std::vector<double>& actual, const std::vector<double
   }
 }
 
-/// ‖actual − expected‖₂ / ‖expected‖₂, with `expected` the float32 PyTorch output.
-double relative_norm_error(const std::vector<double>& actual, const std::vector<float>& expected) {
-  double difference = 0.0, norm = 0.0;
-  for (std::size_t k = 0; k < actual.size(); ++k) {
-    const double e = expected[k];
-    difference += (actual[k] - e) * (actual[k] - e);
-    norm += e * e;
-  }
-  return std::sqrt(difference / norm);
-}
+using testing::relative_norm_error;
 
 // With every weight and bias zero, every gate pre-activation is 0, so i = f = o = σ(0) = 1/2 and
 // g = tanh(0) = 0. Then c_t = c_{t-1} / 2, so c_t = c0 / 2^(t+1), and h_t = tanh(c_t) / 2.

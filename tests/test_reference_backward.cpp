@@ -5,6 +5,7 @@
  *         fixture, and the refusal of wrongly sized upstream gradients.
  */
 #include "lstm_reference_backward.h"
+#include "reference_test_support.h"
 
 #include <gtest/gtest.h>
 
@@ -416,16 +417,7 @@ TEST(ReferenceTraining, ForwardOutputsEqualReferenceForwardBitForBit) {
 // ---- PyTorch autograd
 // ----------------------------------------------------------------------------
 
-/// ‖actual − expected‖₂ / ‖expected‖₂.
-double relative_norm_error(const std::vector<double>& actual, const std::vector<float>& expected) {
-  double difference = 0.0, norm = 0.0;
-  for (std::size_t k = 0; k < actual.size(); ++k) {
-    const double e = expected[k];
-    difference += (actual[k] - e) * (actual[k] - e);
-    norm += e * e;
-  }
-  return std::sqrt(difference / norm);
-}
+using testing::relative_norm_error;
 
 // tests/data/make_training_fixture.py ran torch.autograd.grad in float64 on the fixture's float32
 // inputs and stored the results rounded to float32. Our double results agree with torch's float64
