@@ -1,15 +1,7 @@
 /*! \file stages/forward/01_combined_gemms/stage.cu
  *  \brief Stage 01: one GEMM for the four gates, one GEMM for a layer's inputs.
  *
- * lstm-stages, one optimization per stage:
- *   00_naive                  8 small GEMMs and 10 element-wise kernels per step
- *   01_combined_gemms      <- this stage: one GEMM for the four gates; one for a layer's inputs
- *   02_streams                input and recurrent GEMMs on separate streams
- *   03_fused_pointwise        all element-wise work of a step in one kernel
- *   04_transposed_weights     weights re-laid out for cuBLAS's faster operand layout
- *   05_layer_wavefront        layers overlap in a wavefront
- *   06_cuda_graph             the whole forward captured once and replayed
- *   07_persistent             one kernel for the sequence, recurrent weights on chip
+ * The index of the stages, the prediction and the measurement: README.md beside this file.
  *
  * What this stage adds (to 00_naive):
  *   1. The four gates' matrices are stacked (PyTorch already stores them so: W_ih is (4H, I)),

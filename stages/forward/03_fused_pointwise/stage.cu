@@ -1,15 +1,7 @@
 /*! \file stages/forward/03_fused_pointwise/stage.cu
  *  \brief Stage 03: all element-wise work of a step in one kernel.
  *
- * lstm-stages, one optimization per stage:
- *   00_naive                  8 small GEMMs and 10 element-wise kernels per step
- *   01_combined_gemms         one GEMM for the four gates; one GEMM for a layer's inputs
- *   02_streams                input and recurrent GEMMs on separate streams
- *   03_fused_pointwise     <- this stage: all element-wise work of a step in one kernel
- *   04_transposed_weights     weights re-laid out for cuBLAS's faster operand layout
- *   05_layer_wavefront        layers overlap in a wavefront
- *   06_cuda_graph             the whole forward captured once and replayed
- *   07_persistent             one kernel for the sequence, recurrent weights on chip
+ * The index of the stages, the prediction and the measurement: README.md beside this file.
  *
  * What this stage adds (to 02_streams):
  *   1. The ten element-wise kernels of a step (4 bias adds, 3 sigmoids, 1 tanh, the cell update,

@@ -4,15 +4,7 @@
  *         whole sequence, and blocks wait for exactly the values of h they read instead of
  *         meeting at a grid-wide barrier.
  *
- * lstm-stages, one optimization per stage:
- *   00_naive                  8 small GEMMs and 10 element-wise kernels per step
- *   01_combined_gemms         one GEMM for the four gates; one GEMM for a layer's inputs
- *   02_streams                input and recurrent GEMMs on separate streams
- *   03_fused_pointwise        all element-wise work of a step in one kernel
- *   04_transposed_weights     weights re-laid out for cuBLAS's faster operand layout
- *   05_layer_wavefront        layers overlap in a wavefront
- *   06_cuda_graph             the whole forward captured once and replayed
- *   07_persistent          <- this stage: one kernel for the sequence, recurrent weights on chip
+ * The index of the stages, the prediction and the measurement: README.md beside this file.
  *
  * What this stage adds (the idea of "Persistent RNNs", Diamos et al. 2016, and of cuDNN's
  * PERSIST_* algorithms):
