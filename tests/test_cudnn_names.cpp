@@ -1,5 +1,5 @@
-// The cuDNN baseline's algorithms, stage names, kinds and memory estimates, without a GPU: making a stage
-// touches neither the GPU nor cuDNN (all of that happens in prepare()), so these run wherever
+// The cuDNN baseline's algorithms, stage names, kinds and memory estimates, without a GPU: making a
+// stage touches neither the GPU nor cuDNN (all of that happens in prepare()), so these run wherever
 // the baseline is built. The GPU checks of the same stages are in test_cudnn_gpu.cpp.
 #include <gtest/gtest.h>
 
@@ -69,15 +69,6 @@ TEST(CudnnTrainingNames, TrainingStagesAreTrainingInFp32) {
   }
 }
 
-/// Bytes of all weights and biases of `s` (PyTorch's tensors).
-std::size_t parameter_bytes(const ProblemSize& s) {
-  const std::size_t H = s.hidden;
-  std::size_t count = 0;
-  for (int layer = 0; layer < s.layers; ++layer)
-    count += 4 * H * (static_cast<std::size_t>(s.layer_input_size(layer)) + H) + 8 * H;
-  return count * sizeof(float);
-}
-
 // A training pass needs more device memory than a forward pass: at least a second copy of the
 // parameters (the weight-gradient space) and a reserve space of at least the four gates of every
 // layer, step and batch row.
@@ -89,7 +80,7 @@ TEST(CudnnTrainingWorkspace, CountsTheGradientAndReserveSpaces) {
     for (cudnn::Algo algo : cudnn::all_algos()) {
       const std::size_t forward = cudnn::make(algo)->workspace_bytes(size);
       const std::size_t training = cudnn::make_training(algo)->workspace_bytes(size);
-      EXPECT_GE(training, forward + parameter_bytes(size) + gates)
+      EXPECT_GE(training, forward + count_tensors(size).parameters * sizeof(float) + gates)
           << cudnn::algo_name(algo) << " " << size.describe();
     }
   }

@@ -42,12 +42,7 @@ LstmParams zero_params(const ProblemSize& size) {
   return params;
 }
 
-void fill_uniform(std::vector<float>& values, std::mt19937& rng, float bound) {
-  std::uniform_real_distribution<float> uniform(-bound, bound);
-  for (float& value : values) {
-    value = uniform(rng);
-  }
-}
+using testing::fill_uniform;
 
 /// LstmParams with x, h0, c0 uniform in [-1, 1] and parameters uniform in [-1/sqrt(H), 1/sqrt(H)].
 LstmParams random_params(const ProblemSize& size, unsigned seed) {

@@ -32,22 +32,7 @@
 namespace lstm {
 namespace {
 
-ProblemSize make_size(int hidden, int input_size, int batch, int seq_len, int layers) {
-  ProblemSize size;
-  size.hidden = hidden;
-  size.input_size = input_size;
-  size.batch = batch;
-  size.seq_len = seq_len;
-  size.layers = layers;
-  return size;
-}
-
-void fill_uniform(std::vector<float>& values, std::mt19937& rng, float bound) {
-  std::uniform_real_distribution<float> uniform(-bound, bound);
-  for (float& value : values) {
-    value = uniform(rng);
-  }
-}
+using testing::fill_uniform;
 
 /// LstmParams with x, h0, c0 uniform in [-1, 1] and parameters uniform in [-2/sqrt(H), 2/sqrt(H)]
 /// (twice PyTorch's default range, so that the pre-activations reach into the curved parts of σ
@@ -256,24 +241,24 @@ void check_every_element_by_finite_differences(const ProblemSize& size, unsigned
 }
 
 TEST(ReferenceBackward, FiniteDifferencesTwoLayers) {
-  check_every_element_by_finite_differences(make_size(3, 2, 2, 3, 2), 101);
+  check_every_element_by_finite_differences(ProblemSize{3, 2, 2, 3, 2}, 101);
 }
 
 TEST(ReferenceBackward, FiniteDifferencesThreeLayersOneStepInputWiderThanHidden) {
-  check_every_element_by_finite_differences(make_size(4, 6, 1, 1, 3), 202);
+  check_every_element_by_finite_differences(ProblemSize{4, 6, 1, 1, 3}, 202);
 }
 
 // Enough rows for the 4 × 2 register tiles of the backward's products and their edges
 // (4H = 20, B = 5, T·B = 20, I = 7).
 TEST(ReferenceBackward, FiniteDifferencesTileEdges) {
-  check_every_element_by_finite_differences(make_size(5, 7, 5, 4, 2), 303);
+  check_every_element_by_finite_differences(ProblemSize{5, 7, 5, 4, 2}, 303);
 }
 
 // Shapes larger than the products' cache blocks (32 rows of each operand, 512 of K) are too big
 // for element-by-element differences; there, the derivative along a random direction v of each
 // tensor, (loss(θ + εv) − loss(θ − εv)) / 2ε, must equal Σ gradient ⊙ v.
 TEST(ReferenceBackward, DirectionalDerivativesBeyondTheBlockSizes) {
-  const ProblemSize size = make_size(36, 33, 37, 4, 2);  // 4H = 144, T·B = 148
+  const ProblemSize size = ProblemSize{36, 33, 37, 4, 2};  // 4H = 144, T·B = 148
   const LstmParams params = random_params(size, 404);
   const UpstreamGradients upstream = random_upstream(size, 405);
   const ReferenceTraining training = reference_training(params, upstream);
@@ -354,7 +339,7 @@ void expect_all_near(const std::vector<double>& actual, const std::vector<double
 // The literals below were computed once with mpmath at 50 digits from these formulas.
 TEST(ReferenceBackward, OneUnitWorkedByHand) {
   LstmParams params;
-  params.size = make_size(1, 1, 1, 2, 1);
+  params.size = ProblemSize{1, 1, 1, 2, 1};
   LayerWeights layer;
   layer.w_ih = {0.5f, -0.25f, 0.75f, 1.0f};
   layer.w_hh = {0.125f, 0.375f, -0.5f, 0.25f};
@@ -398,7 +383,7 @@ TEST(ReferenceBackward, OneUnitWorkedByHand) {
 // The training pass's forward performs reference_forward's double operations in the same order,
 // so its outputs are the same bits.
 TEST(ReferenceTraining, ForwardOutputsEqualReferenceForwardBitForBit) {
-  for (const ProblemSize& size : {make_size(13, 7, 3, 6, 3), make_size(64, 96, 5, 4, 2)}) {
+  for (const ProblemSize& size : {ProblemSize{13, 7, 3, 6, 3}, ProblemSize{64, 96, 5, 4, 2}}) {
     const LstmParams params = random_params(size, 505);
     const ReferenceTraining training = reference_training(params, random_upstream(size, 506));
     const ReferenceOutputs forward = reference_forward(params);
@@ -505,7 +490,7 @@ void expect_invalid(const LstmParams& params, const UpstreamGradients& upstream,
 }
 
 TEST(ReferenceTraining, WrongSizesThrow) {
-  const ProblemSize size = make_size(3, 2, 2, 3, 2);
+  const ProblemSize size = ProblemSize{3, 2, 2, 3, 2};
   const LstmParams params = random_params(size, 606);
   const UpstreamGradients upstream = random_upstream(size, 607);
   ASSERT_NO_THROW(reference_training(params, upstream));

@@ -245,11 +245,7 @@ void enqueue_copies(const std::vector<DeviceCopy>& copies, cudaStream_t stream) 
 }
 
 std::size_t parameter_bytes(const ProblemSize& s) {
-  const std::size_t H = s.hidden;
-  std::size_t parameters = 0;
-  for (int layer = 0; layer < s.layers; ++layer)
-    parameters += 4 * H * (static_cast<std::size_t>(s.layer_input_size(layer)) + H) + 8 * H;
-  return parameters * sizeof(float);
+  return checked_mul(count_tensors(s).parameters, sizeof(float), "the parameters");
 }
 
 std::size_t estimated_forward_workspace_bytes(const ProblemSize& s) {
