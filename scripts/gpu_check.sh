@@ -5,7 +5,8 @@
 #   1. configure and build (Release, for the CUDA architecture below)
 #   2. every test, CPU and GPU; a GPU test that skips here counts as a failure
 #   3. every stage on the canonical config and three odd configs, checks on, results as JSON
-#   4. the cuDNN baseline (every algorithm) and PyTorch on the same configs, checks on
+#   4. the cuDNN baseline (every algorithm, forward and training) and PyTorch on the same
+#      configs, checks on
 #   5. compute-sanitizer memcheck, racecheck and synccheck on every stage at a small config
 #   6. the benchmarks (scripts/bench.sh): DIR/bench.json and DIR/pytorch.jsonl
 # Logs and results go into DIR. Exit status: 0 everything passed, 1 anything failed (the summary
@@ -21,7 +22,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 
-usage() { sed -n '14,20p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '15,21p' "$0" | sed 's/^# \{0,1\}//'; }
 usage_error() { echo "gpu_check: $*" >&2; usage >&2; exit 2; }
 cuda_arch=${CUDA_ARCH:-}
 out=
@@ -145,6 +146,12 @@ if [ -x "$build/bin/lstm_cudnn" ]; then
   for i in "${!odd_configs[@]}"; do
     # shellcheck disable=SC2086
     run_step "cudnn.odd$i" "$build/bin/lstm_cudnn" --algo all ${odd_configs[$i]} --json "$out/odd.jsonl"
+  done
+  # cuDNN's training pass, every algorithm, every gradient checked
+  run_step cudnn_training.canonical "$build/bin/lstm_cudnn" --training --algo all --json "$out/canonical.jsonl"
+  for i in "${!odd_configs[@]}"; do
+    # shellcheck disable=SC2086
+    run_step "cudnn_training.odd$i" "$build/bin/lstm_cudnn" --training --algo all ${odd_configs[$i]} --json "$out/odd.jsonl"
   done
 else
   summary+=("FAILED  cudnn: the cuDNN baseline was not built (cuDNN not found)")
