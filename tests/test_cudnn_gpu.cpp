@@ -84,7 +84,7 @@ StageInfo algo_info(std::size_t index) {
   return cudnn::stage_info(cudnn::all_algos().at(index));
 }
 
-// The names (algorithms, stage names) are checked without a GPU in test_cudnn_names.cpp.
+// The names (algorithms, stage names) are checked without a GPU in test_cudnn_cpu.cpp.
 
 class CudnnVsReference : public ::testing::TestWithParam<std::tuple<std::size_t, std::size_t>> {};
 

@@ -169,26 +169,39 @@ Pointer layer_pointer(const std::vector<Pointer>& w_ih, const std::vector<Pointe
   return (*list)[layer];
 }
 
-/// Sorts `copies` by destination and merges each into the one before it where both its source
-/// and its destination continue the previous copy's (e.g. the four gate blocks of a weight_ih
-/// that cuDNN keeps one after another): fewer, larger cudaMemcpyAsync calls, the same bytes.
-std::vector<DeviceCopy> merge_contiguous(std::vector<DeviceCopy> copies) {
-  std::sort(copies.begin(), copies.end(), [](const DeviceCopy& a, const DeviceCopy& b) {
-    return reinterpret_cast<std::uintptr_t>(a.destination) <
-           reinterpret_cast<std::uintptr_t>(b.destination);
+/// One copy of one parameter block, with the PyTorch tensor it reads or writes.
+struct BlockCopy {
+  int layer = 0;
+  Parameter parameter = Parameter::kWeightIh;
+  DeviceCopy copy;
+};
+
+/// Sorts `copies` by destination and merges each into the one before it where both belong to the
+/// same PyTorch tensor and its source and destination continue the previous copy's (e.g. the four
+/// gate blocks of a weight_ih that cuDNN keeps one after another): fewer, larger cudaMemcpyAsync
+/// calls, the same bytes. Copies of different tensors are never merged, even where two separate
+/// allocations happen to lie back to back: one cudaMemcpyAsync must stay inside one allocation.
+std::vector<DeviceCopy> merge_contiguous(std::vector<BlockCopy> copies) {
+  std::sort(copies.begin(), copies.end(), [](const BlockCopy& a, const BlockCopy& b) {
+    return reinterpret_cast<std::uintptr_t>(a.copy.destination) <
+           reinterpret_cast<std::uintptr_t>(b.copy.destination);
   });
   std::vector<DeviceCopy> merged;
-  for (const DeviceCopy& copy : copies) {
-    if (!merged.empty()) {
+  const BlockCopy* previous = nullptr;
+  for (const BlockCopy& each : copies) {
+    if (previous != nullptr && previous->layer == each.layer &&
+        previous->parameter == each.parameter) {
       DeviceCopy& last = merged.back();
       const auto* last_destination_end = static_cast<unsigned char*>(last.destination) + last.bytes;
       const auto* last_source_end = static_cast<const unsigned char*>(last.source) + last.bytes;
-      if (copy.destination == last_destination_end && copy.source == last_source_end) {
-        last.bytes += copy.bytes;
+      if (each.copy.destination == last_destination_end && each.copy.source == last_source_end) {
+        last.bytes += each.copy.bytes;
+        previous = &each;
         continue;
       }
     }
-    merged.push_back(copy);
+    merged.push_back(each.copy);
+    previous = &each;
   }
   return merged;
 }
@@ -218,21 +231,25 @@ std::vector<DeviceCopy> merge_contiguous(std::vector<DeviceCopy> copies) {
 
 std::vector<DeviceCopy> copies_into_space(const std::vector<ParameterBlock>& blocks,
                                           const DeviceTensors& t) {
-  std::vector<DeviceCopy> copies;
+  std::vector<BlockCopy> copies;
   for (const ParameterBlock& block : blocks) {
     const float* source = layer_pointer(t.w_ih, t.w_hh, t.b_ih, t.b_hh, block, "parameter");
-    copies.push_back({block.place, source + block.offset, block.count * sizeof(float)});
+    copies.push_back({block.layer,
+                      block.parameter,
+                      {block.place, source + block.offset, block.count * sizeof(float)}});
   }
   return merge_contiguous(std::move(copies));
 }
 
 std::vector<DeviceCopy> copies_out_of_space(const std::vector<ParameterBlock>& blocks,
                                             const DeviceTensors& t) {
-  std::vector<DeviceCopy> copies;
+  std::vector<BlockCopy> copies;
   for (const ParameterBlock& block : blocks) {
     float* destination =
         layer_pointer(t.grad_w_ih, t.grad_w_hh, t.grad_b_ih, t.grad_b_hh, block, "gradient");
-    copies.push_back({destination + block.offset, block.place, block.count * sizeof(float)});
+    copies.push_back({block.layer,
+                      block.parameter,
+                      {destination + block.offset, block.place, block.count * sizeof(float)}});
   }
   return merge_contiguous(std::move(copies));
 }

@@ -68,14 +68,15 @@ struct DeviceCopy {
 };
 
 /// The copies that fill the weight-space `blocks` from the parameters of `t` (w_ih, w_hh, b_ih,
-/// b_hh): PyTorch layout into cuDNN's. Copies that are contiguous on both sides are merged.
+/// b_hh): PyTorch layout into cuDNN's. Copies of one tensor that are contiguous on both sides
+/// are merged.
 /// \throws std::invalid_argument if `t` lacks a layer's parameter pointer.
 std::vector<DeviceCopy> copies_into_space(const std::vector<ParameterBlock>& blocks,
                                           const DeviceTensors& t);
 
 /// The copies that carry the gradient-space `blocks` out into the gradient buffers of `t`
 /// (grad_w_ih, grad_w_hh, grad_b_ih, grad_b_hh): cuDNN's layout into PyTorch's, the inverse of
-/// copies_into_space. Copies that are contiguous on both sides are merged.
+/// copies_into_space. Copies of one tensor that are contiguous on both sides are merged.
 /// \throws std::invalid_argument if `t` lacks a layer's gradient pointer.
 std::vector<DeviceCopy> copies_out_of_space(const std::vector<ParameterBlock>& blocks,
                                             const DeviceTensors& t);

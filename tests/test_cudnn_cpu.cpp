@@ -1,6 +1,7 @@
-// The cuDNN baseline's algorithms, stage names, kinds and memory estimates, without a GPU: making a
-// stage touches neither the GPU nor cuDNN (all of that happens in prepare()), so these run wherever
-// the baseline is built. The GPU checks of the same stages are in test_cudnn_gpu.cpp.
+// The cuDNN baseline's algorithms, stage names, kinds, memory estimates and weight-space copy
+// lists, without a GPU: making a stage touches neither the GPU nor cuDNN (all of that happens in
+// prepare()), and a copy list is pointer arithmetic, so these run wherever the baseline is built.
+// The GPU checks of the same stages are in test_cudnn_gpu.cpp.
 #include <gtest/gtest.h>
 
 #include <cstddef>
@@ -8,8 +9,10 @@
 #include <set>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "cudnn_lstm.h"
+#include "cudnn_rnn.h"
 
 namespace lstm {
 namespace {
@@ -84,6 +87,31 @@ TEST(CudnnTrainingWorkspace, CountsTheGradientAndReserveSpaces) {
           << cudnn::algo_name(algo) << " " << size.describe();
     }
   }
+}
+
+// One cudaMemcpyAsync must stay inside one allocation. Two PyTorch tensors whose allocations
+// happen to lie back to back (here weight_ih and weight_hh of one layer, carved out of one host
+// array: no GPU needed), copied into weight-space blocks that also lie back to back, give two
+// copies, not one; the four gate blocks of one tensor still merge into one.
+TEST(CudnnWeightCopies, NeverMergeAcrossTensors) {
+  constexpr std::size_t kRows = 3, kGates = 4, kGateBlock = kRows * kRows;  // H = I = 3
+  std::vector<float> pytorch(2 * kGates * kGateBlock), space(2 * kGates * kGateBlock);
+  DeviceTensors t;
+  t.w_ih = {pytorch.data()};
+  t.w_hh = {pytorch.data() + kGates * kGateBlock};  // starts where weight_ih ends
+  std::vector<cudnn::ParameterBlock> blocks;
+  for (std::size_t q = 0; q < 2 * kGates; ++q) {
+    const bool recurrent = q >= kGates;
+    blocks.push_back({0, recurrent ? cudnn::Parameter::kWeightHh : cudnn::Parameter::kWeightIh,
+                      (q % kGates) * kGateBlock, kGateBlock, space.data() + q * kGateBlock});
+  }
+  const std::vector<cudnn::DeviceCopy> copies = cudnn::copies_into_space(blocks, t);
+  ASSERT_EQ(copies.size(), 2u) << "one copy per tensor expected";
+  for (const cudnn::DeviceCopy& copy : copies) {
+    EXPECT_EQ(copy.bytes, kGates * kGateBlock * sizeof(float));
+  }
+  EXPECT_EQ(copies[0].source, t.w_ih[0]);
+  EXPECT_EQ(copies[1].source, t.w_hh[0]);
 }
 
 }  // namespace
