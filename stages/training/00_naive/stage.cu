@@ -130,9 +130,9 @@ __global__ void bias_gradient_kernel(float* db, const float* dz, int hidden, int
   db[unit] += sum;
 }
 
-class NaiveTrainingStage final : public TrainingStage {
+class TrainingPass final : public TrainingStage {
  public:
-  ~NaiveTrainingStage() override {
+  ~TrainingPass() override {
     if (cublas_) cublasDestroy(cublas_);
   }
 
@@ -349,7 +349,7 @@ class NaiveTrainingStage final : public TrainingStage {
 }  // namespace
 
 std::unique_ptr<Stage> make() {
-  return std::make_unique<NaiveTrainingStage>();
+  return std::make_unique<TrainingPass>();
 }
 
 }  // namespace lstm::LSTM_STAGE_NAMESPACE
