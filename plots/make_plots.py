@@ -8,18 +8,23 @@ folder per GPU, and in it:
                    algorithm over the standard configurations, named
                    '<implementation>/<group>/H:../I:../B:../T:../L:..' (a stage's name holds its
                    series: 'forward/00_naive'), labelled 'series=.. kind=.. precision=..', plus
-                   the GPU's measured FP32 FMA rate (the entry named fp32_fma_peak);
+                   the GPU's measured FP32 FMA rate (the entry named fp32_fma_peak); a
+                   training-kind entry (a training stage, cuDNN's 'cudnn_<algo>_training') also
+                   has the counters forward_ms and backward_ms;
   pytorch.jsonl    torch.nn.LSTM over the same configs, one JSON record a line (the last record
-                   of a config, kind and precision wins);
+                   of a config, kind and precision wins); a training record (kind training, or
+                   a stage 'pytorch_training' without a kind) carries its forward and backward
+                   as "phases" (the run records' schema) or as forward_ms and backward_ms;
   canonical.jsonl  the stage executables' own checked runs (scripts/gpu_check.sh, scripts/run.sh);
                    the stage times come from it only where bench.json is missing, and its check
                    status is quoted in the stage READMEs.
 Results written before stages had series (names like '00_naive', no series, kind or precision)
 are read as 'forward/00_naive', kind forward, precision fp32.
 
-Every figure and table shows forward-kind measurements (a training-kind entry is read, counted
-on the console and not drawn: training figures come later). For every GPU folder it writes into
-<folder>/plots/ (or DIR/<gpu>/ with --out DIR):
+The forward figures and the results table show forward-kind measurements only; the training
+figures and the training table show training-kind ones only (another kind is read, counted on
+the console and not drawn). For every GPU folder it writes into <folder>/plots/ (or DIR/<gpu>/
+with --out DIR):
   canonical.png      the stages at the canonical config: time and speedup over the first stage,
                      with cuDNN's fastest algorithm and PyTorch as reference lines (a bar's value
                      label sits on the bar, or inside it, or above the lines: never under one);
@@ -29,6 +34,13 @@ on the console and not drawn: training figures come later). For every GPU folder
   hidden_sweep.png   µs per step and layer against hidden size (log-log);
   fp32_fraction.png  each FP32 stage, cuDNN's fastest and PyTorch as a share of the measured FP32
                      rate;
+  training_canonical.png  the training pass at the canonical config: per training stage, cuDNN
+                     training algorithm and PyTorch's training pass, the forward with stash and
+                     the backward stacked with the total marked (each is timed on its own), and
+                     each training stage's speedup over the series' stage 00 with cuDNN's fastest
+                     training algorithm (and PyTorch) as reference lines;
+  training_sweeps.png  the training pass's time per step against batch size (a panel per hidden
+                     size) and against hidden size;
 drawing what the folder's data allows and saying which figure it could not draw and why. In the
 three sweep figures a point whose bench entry was skipped ('unsupported: ...', skip_reason()) is
 an × in the series' colour in a grey band along the bottom of its panel, the series named beside
@@ -38,18 +50,20 @@ and one per file written.
 
 Then (unless --no-readmes) it rewrites, from the folder named by --readme-gpu, the text between
   <!-- results-table:begin --> and <!-- results-table:end -->           in README.md (required),
+  <!-- training-table:begin --> and <!-- training-table:end -->         in README.md,
   <!-- stage-result:begin --> and <!-- stage-result:end -->             in stages/*/*/README.md,
   <!-- stage-batch-sweep:begin --> and <!-- stage-batch-sweep:end -->   in stages/*/*/README.md,
 (the stage markers where present; stages/<series>/<NN_slug>/README.md is the stage
-'<series>/<NN_slug>'). Nothing in those tables is typed by hand.
+'<series>/<NN_slug>', compared with the implementations of its own kind). Nothing in those
+tables is typed by hand.
 
 usage: plots/make_plots.py [--results DIR] [--out DIR] [--no-readmes] [--readme-gpu NAME]
                            [--readme-root DIR] [--configs FILE]
 
 notebooks/walkthrough.ipynb imports this module: gpu_folders(), load_results(),
-canonical_view(), results_table(), stage_paragraph(), describe(), registered_stages(),
-stage_series(), precision_label(), precisions_text(), display_path() and the figure_*()
-functions are its API.
+canonical_view(), results_table(), training_table(), stage_paragraph(), describe(),
+registered_stages(), stage_series(), precision_label(), precisions_text(), display_path() and
+the figure_*() functions are its API.
 """
 import argparse
 import itertools
@@ -102,7 +116,9 @@ CUDNN_ORDER = ("cudnn_standard", "cudnn_persist_static", "cudnn_persist_dynamic"
 PYTORCH = "pytorch"
 PEAK_ENTRY = "fp32_fma_peak"
 BARRIER_ENTRY = "grid_sync"  # grid_sync/blocks:N: one grid-wide barrier, counter us_per_barrier
-FORWARD = "forward"  # the kind every figure and table shows, and the series of old-schema stages
+FORWARD = "forward"  # the kind of the forward figures and table, the series of old-schema stages
+TRAINING = "training"  # the kind of the training figures and table
+TRAINING_SUFFIX = "_training"  # a baseline's training pass: 'cudnn_standard_training'
 DEFAULT_KIND, DEFAULT_PRECISION = "forward", "fp32"  # what a record or entry without them is
 OLD_STAGE_NAME = re.compile(r"\d\d_[a-z0-9_]+")  # '00_naive': before stages had series
 STAGE_NAME = re.compile(r"(?P<series>[a-z0-9_]+)/(?P<slug>\d\d_[a-z0-9_]+)")
@@ -142,8 +158,17 @@ def is_cudnn(impl):
     return impl.startswith("cudnn_")
 
 
+def cudnn_algorithm(impl):
+    """'standard' of 'cudnn_standard' and of its training pass 'cudnn_standard_training' (the
+    figures and tables show one kind at a time, which says forward or training)."""
+    return impl[len("cudnn_"):].removesuffix(TRAINING_SUFFIX)
+
+
 def cudnn_sort_key(impl):
-    return (CUDNN_ORDER.index(impl) if impl in CUDNN_ORDER else len(CUDNN_ORDER), impl)
+    """cuDNN's algorithms in CUDNN_ORDER, an algorithm's training pass in its forward's place
+    (so that it keeps its line style), unknown ones after them."""
+    base = "cudnn_" + cudnn_algorithm(impl)
+    return (CUDNN_ORDER.index(base) if base in CUDNN_ORDER else len(CUDNN_ORDER), impl)
 
 
 def display_name(impl):
@@ -151,7 +176,7 @@ def display_name(impl):
     if impl == PYTORCH:
         return "PyTorch nn.LSTM"
     if is_cudnn(impl):
-        return "cuDNN " + impl[len("cudnn_"):]
+        return "cuDNN " + cudnn_algorithm(impl)
     return impl
 
 
@@ -306,6 +331,7 @@ class Measurement:
     kind: str = DEFAULT_KIND  # 'forward' or 'training'
     precision: str = DEFAULT_PRECISION  # 'fp32', 'fp16', 'bf16', 'fp32_emulated_...'
     phases: tuple = ()  # kind "training": (('forward', median, min, max), ('backward', ...))
+    not_checked: tuple = ()  # what the check did not cover, in words (records only)
 
     @property
     def supported(self):
@@ -539,28 +565,54 @@ def measurement_of_record(record, where, impl):
     config = Config(*(int(number(record, key, where)) for key in SIZE_KEYS))
     series, kind, precision = series_kind_precision(record, impl, where)
     median, low, high = timing(record.get("ms"), f"{where}: ms")
-    phases = record.get("phases")
-    if phases is not None:
-        if not isinstance(phases, dict):
-            raise InputError(f"{where}: 'phases' is not a JSON object")
-        order = {"forward": 0, "backward": 1}
-        phases = tuple((name, *timing(phases[name], f"{where}: phases.{name}"))
-                       for name in sorted(phases, key=lambda n: (order.get(n, 2), n)))
     check = record.get("check") if isinstance(record.get("check"), dict) else {}
     status = ("passed" if check.get("passed") is True else
               "not performed" if check.get("performed") is not True else "FAILED")
+    not_checked = check.get("not_checked") or []
+    if not isinstance(not_checked, list) or not all(isinstance(n, str) for n in not_checked):
+        raise InputError(f"{where}: 'check.not_checked' is not a list of strings")
     return Measurement(impl, "", config, median_ms=median, min_ms=low, max_ms=high,
                        tflops=number(record, "tflops", where),
                        us_per_step_layer=number(record, "us_per_step_layer", where),
                        runs=record.get("iters") if isinstance(record.get("iters"), int) else None,
                        check=status, series=series, kind=kind, precision=precision,
-                       phases=phases or ())
+                       phases=record_phases(record, where), not_checked=tuple(not_checked))
+
+
+PHASES = ("forward", "backward")  # a training pass: forward with stash, then backward
+
+
+def record_phases(record, where):
+    """The phases of a training record: its 'phases' object ({"forward": {"median", "min",
+    "max"}, "backward": {...}}, the run records' schema), or else the fields 'forward_ms' and
+    'backward_ms', each a number (a median) or such an object; () when it has neither."""
+    phases = record.get("phases")
+    if phases is not None:
+        if not isinstance(phases, dict):
+            raise InputError(f"{where}: 'phases' is not a JSON object")
+        order = {name: index for index, name in enumerate(PHASES)}
+        return tuple((name, *timing(phases[name], f"{where}: phases.{name}"))
+                     for name in sorted(phases, key=lambda n: (order.get(n, len(order)), n)))
+    found = []
+    for name in PHASES:
+        value = record.get(f"{name}_ms")
+        if value is None:
+            continue
+        if isinstance(value, dict):
+            found.append((name, *timing(value, f"{where}: {name}_ms")))
+        else:
+            found.append((name, number(record, f"{name}_ms", where), math.nan, math.nan))
+    return tuple(found)
 
 
 def read_pytorch(path, results):
-    """Fills `results` from pytorch.jsonl: the last record of each config, kind and precision."""
+    """Fills `results` from pytorch.jsonl: the last record of each config, kind and precision.
+    A training record ('kind': 'training', or a stage named like 'pytorch_training' where the
+    kind is absent) is PyTorch's training pass, with its phases (record_phases())."""
     latest = {}
     for line, record in read_jsonl(path):
+        if "kind" not in record and str(record.get("stage", "")).endswith(TRAINING_SUFFIX):
+            record = dict(record, kind=TRAINING)
         measurement = measurement_of_record(record, f"{path}:{line}", PYTORCH)
         latest[measurement_key(measurement)] = measurement
         results.pytorch_env = record.get("env") or results.pytorch_env
@@ -840,7 +892,7 @@ def reference_lines(view):
     lines = []
     best = view.fastest_cudnn()
     if best:
-        lines.append((named(f"cuDNN fastest ({best.impl[len('cudnn_'):]})", best), best,
+        lines.append((named(f"cuDNN fastest ({cudnn_algorithm(best.impl)})", best), best,
                       dict(color=CUDNN_COLOR, linestyle="--", linewidth=1.5)))
     if view.pytorch:
         lines.append((named("PyTorch nn.LSTM", view.pytorch), view.pytorch,
@@ -1123,15 +1175,15 @@ def legend_outside(fig, axes):
     fig.legend(list(handles.values()), list(handles), loc="outside right center", fontsize=9)
 
 
-def measured_sweep(results, group):
-    """sweep_series(), or MissingData when the bench measured nothing of `group` (PyTorch's
-    records alone do not make a sweep figure)."""
-    series = sweep_series(results, group)
+def measured_sweep(results, group, kind=FORWARD):
+    """sweep_series() of one kind, or MissingData when the bench measured nothing of `group`
+    in that kind (PyTorch's records alone do not make a sweep figure)."""
+    series = sweep_series(results, group, kind)
     if not any(m.supported for key, ms in series.items() if key[0] != PYTORCH for m in ms):
         if results.bench_path is None:
             raise MissingData(f"no bench.json in {display_path(results.folder)} (the {group} "
                               "entries come from it)")
-        raise MissingData(f"{display_path(results.bench_path)} has no measured {FORWARD}-kind "
+        raise MissingData(f"{display_path(results.bench_path)} has no measured {kind}-kind "
                           f"{group} entry at the configs of "
                           f"{display_path(results.configs.path)}")
     return series
@@ -1309,12 +1361,195 @@ def figure_fp32_fraction(results):
     return fig
 
 
+# The training figures: the phases of a training pass, stacked; the baselines' bars hatched.
+PHASE_STYLES = {"forward": dict(color=BAR_COLOR, label="forward with stash (median)"),
+                "backward": dict(color="#dd8452", label="backward (median)")}
+NO_PHASES_COLOR = "#8c8c8c"  # a bar of a training measurement without its phases
+BASELINE_HATCH = dict(hatch="///", edgecolor="white", linewidth=0)
+TOTAL_MARK = dict(color="black", linewidth=2.2, solid_capstyle="butt")
+TOTAL_LABEL = "total, timed on its own (median)"
+TOTAL_MARK_GID = "training-total"  # the total's mark across a bar of training_canonical.png
+
+
+def bar_tick_label(m, view):
+    """A bar's name: a stage as stage_tick_label(), a baseline in two lines ('cuDNN\nstandard',
+    'PyTorch\nnn.LSTM'), with the precision below where the view holds several."""
+    if is_stage(m.impl):
+        return stage_tick_label(m, view)
+    text = display_name(m.impl).replace(" ", "\n", 1)
+    if mixed_precisions(view):
+        text += f"\n{precision_label(m.precision)}"
+    return text
+
+
+def draw_phase_bars(ax, view, rows):
+    """One bar per measurement of `rows` (a training view's stages, cuDNN, PyTorch): its forward
+    with stash and its backward stacked, the baselines hatched, and the total (timed on its
+    own, so not always the height of the stack) as a black mark across the bar; above it the
+    total and the two phases in ms. An unsupported one gets a note instead of a bar. Returns
+    the highest point drawn."""
+    top = 0.0
+    for x, m in enumerate(rows):
+        if not m.supported:
+            ax.annotate("unsupported", (x, 0), xytext=(0, 3), textcoords="offset points",
+                        ha="center", va="bottom", rotation=90, fontsize=8, color="#aa0000")
+            continue
+        hatch = {} if is_stage(m.impl) else BASELINE_HATCH
+        forward, backward = m.phase_ms("forward"), m.phase_ms("backward")
+        if forward is not None and backward is not None:
+            ax.bar(x, forward, width=0.7, color=PHASE_STYLES["forward"]["color"], **hatch)
+            ax.bar(x, backward, bottom=forward, width=0.7,
+                   color=PHASE_STYLES["backward"]["color"], **hatch)
+            stack = forward + backward
+            label = f"{format_ms(m.median_ms)}\n{format_ms(forward)} + {format_ms(backward)}"
+        else:
+            ax.bar(x, m.median_ms, width=0.7, color=NO_PHASES_COLOR, **hatch)
+            stack, label = m.median_ms, f"{format_ms(m.median_ms)}\nno phases"
+        ax.plot([x - 0.42, x + 0.42], [m.median_ms] * 2, gid=TOTAL_MARK_GID, **TOTAL_MARK)
+        ax.annotate(label, (x, max(stack, m.median_ms)), xytext=(0, 3),
+                    textcoords="offset points", ha="center", va="bottom", fontsize=7.5,
+                    linespacing=1.1)
+        top = max(top, stack, m.median_ms)
+    ax.set_xticks(range(len(rows)), [bar_tick_label(m, view) for m in rows], fontsize=8)
+    pad = max(0, (MIN_BAR_SLOTS - len(rows)) / 2)
+    ax.set_xlim(-0.6 - pad, len(rows) - 0.4 + pad)
+    ax.grid(axis="y", alpha=0.3)
+    ax.set_axisbelow(True)
+    return top
+
+
+def phase_legend(ax, rows):
+    """The legend of draw_phase_bars(): the phases, the total's mark, the hatching."""
+    handles = [Rectangle((0, 0), 1, 1, color=style["color"], label=style["label"])
+               for style in PHASE_STYLES.values()]
+    if any(m.supported and not m.phases for m in rows):
+        handles.append(Rectangle((0, 0), 1, 1, color=NO_PHASES_COLOR,
+                                 label="total only (no phases measured)"))
+    handles.append(Line2D([], [], label=TOTAL_LABEL, **TOTAL_MARK))
+    if any(not is_stage(m.impl) for m in rows):
+        handles.append(Rectangle((0, 0), 1, 1, facecolor="#bbbbbb", label="baseline (hatched)",
+                                 **BASELINE_HATCH))
+    ax.legend(handles=handles, loc="upper right", fontsize=8.5,
+              title="label: total ms\nforward + backward ms", title_fontsize=8)
+
+
+def figure_training_canonical(results):
+    """training_canonical.png: the training pass at the canonical config. Left: per training
+    stage, cuDNN training algorithm and PyTorch's training pass (when measured), the forward
+    with stash and the backward stacked (ms), the total marked. Right: each training stage's
+    speedup over the series' stage 00, with cuDNN's fastest training algorithm (and PyTorch)
+    as reference lines."""
+    view = canonical_view(results, TRAINING)
+    rows = view.rows()
+    if not rows:
+        raise MissingData(f"no {TRAINING}-kind measurement at the canonical config (bench.json, "
+                          "canonical.jsonl and pytorch.jsonl have none)")
+    fig = new_figure(results, (14, 5.8),
+                     f"LSTM {TRAINING} pass (forward with stash, then backward), "
+                     f"{precisions_text(rows)}, canonical config ({view.config.label()})")
+    ax_ms, ax_speed = fig.subplots(1, 2, width_ratios=(max(len(rows), 4), 4))
+    top = draw_phase_bars(ax_ms, view, rows)
+    if view.stages and len(view.stages) < len(rows):  # stages | baselines
+        ax_ms.axvline(len(view.stages) - 0.5, color="#999999", linestyle=":", linewidth=1)
+    ax_ms.set_ylim(0, max(top, 1e-3) * 1.3)
+    ax_ms.set_ylabel(f"{TRAINING} pass, median (ms)")
+    ax_ms.set_title("time per training pass (lower is better)")
+    if not view.pytorch:
+        ax_ms.set_xlabel(f"PyTorch's {TRAINING} pass: not measured yet (no {TRAINING}-kind "
+                         "record in pytorch.jsonl)", fontsize=8, color="#555555")
+    phase_legend(ax_ms, rows)
+
+    base = view.base()
+    if base is None:
+        ax_speed.text(0.5, 0.5, f"no measured {TRAINING} stage 00:\nno speedup to show",
+                      ha="center", va="center", transform=ax_speed.transAxes)
+        ax_speed.set_axis_off()
+        return fig
+    refs = reference_lines(view)
+    ms = [m.median_ms if m.supported else None for m in view.stages]
+    speedups = [base.median_ms / v if v else None for v in ms]
+    draw_bars(ax_speed, view, speedups, [f"{s:.2f}×" if s else "" for s in speedups])
+    for label, m, style in refs:
+        ax_speed.axhline(base.median_ms / m.median_ms, **style, gid=REFERENCE_LINE_GID,
+                         label=f"{label}: {base.median_ms / m.median_ms:.2f}× "
+                               f"({format_ms(m.median_ms)} ms)")
+    ax_speed.set_ylim(0, max([s for s in speedups if s] +
+                             [base.median_ms / m.median_ms for _, m, _ in refs]) * 1.15)
+    ax_speed.set_ylabel(f"speedup over {base.impl} (×)")
+    ax_speed.set_title(f"speedup over {base.impl}\n(total time; higher is better)")
+    if refs:
+        ax_speed.legend(loc="upper left", fontsize=9)
+    keep_labels_off_lines(fig, [ax_speed])
+    return fig
+
+
+def figure_training_sweeps(results):
+    """training_sweeps.png: the training pass's time per step against the batch size (the batch
+    sweep, a panel per hidden size, sharing their y axis) and per step and layer against the
+    hidden size (the hidden sweep), log-log: a line per training stage, cuDNN training algorithm
+    and PyTorch's training pass (where measured)."""
+    if results.bench_path is None:
+        raise MissingData(f"no bench.json in {display_path(results.folder)} (the sweep entries "
+                          "come from it)")
+    panels, missing = [], []
+    for name in ("batch_sweep", "hidden_sweep"):
+        try:
+            panels.append((results.configs.group(name), measured_sweep(results, name, TRAINING)))
+        except MissingData as why:
+            missing.append(str(why))
+    if not panels:
+        raise MissingData("; ".join(missing))
+    layout = []  # (group, series, hidden size of a batch-sweep panel, or None)
+    for group, series in panels:
+        if group.name == "batch_sweep":
+            hiddens = sorted({m.config.hidden for ms in series.values() for m in ms})
+            layout += [(group, series, h) for h in hiddens]
+        else:
+            layout.append((group, series, None))
+    everything = [m for _, series in panels for ms in series.values() for m in ms]
+    fig = new_figure(results, (4.3 * len(layout) + 3.2, 5.6),
+                     f"LSTM {TRAINING} pass (forward with stash and backward), "
+                     f"{precisions_text(everything)}: time per step, median")
+    axes = list(fig.subplots(1, len(layout), squeeze=False)[0])
+    colors = stage_colors(results.stages())
+    batch_axes = [ax for ax, (group, _, _) in zip(axes, layout) if group.name == "batch_sweep"]
+    for ax in batch_axes[1:]:
+        ax.sharey(batch_axes[0])
+    rows_of = {}
+    for ax, (group, series, hidden) in zip(axes, layout):
+        if hidden is None:
+            x_of, keep = (lambda m: m.config.hidden), (lambda m: True)
+            ax.set_title(f"hidden sweep\n({group.fixed_label()})", fontsize=10)
+            ax.set_xlabel("hidden size H")
+        else:
+            x_of, keep = (lambda m: m.config.batch), (lambda m, h=hidden: m.config.hidden == h)
+            ax.set_title(f"batch sweep, H = {hidden}\n({group.fixed_label()})", fontsize=10)
+            ax.set_xlabel("batch size B")
+        xs, rows = plot_series(ax, series, x_of, colors, keep=keep)
+        mark_unsupported(ax, rows, xs)
+        log_axes(ax, xs)
+        rows_of[ax] = len(rows)
+        if ax is batch_axes[0] or ax not in batch_axes:
+            ax.set_ylabel(f"{step_unit(group)} (lower is better)")
+        else:
+            ax.tick_params(labelleft=False)
+    if batch_axes:  # they share their y axis
+        reserve_unsupported_band(batch_axes, max(rows_of[ax] for ax in batch_axes))
+    for ax in axes:
+        if ax not in batch_axes:
+            reserve_unsupported_band([ax], rows_of[ax])
+    legend_outside(fig, axes)
+    return fig
+
+
 FIGURES = {
     "canonical.png": figure_canonical,
     "batch_sweep.png": figure_batch_sweep,
     "persistent.png": figure_persistent,
     "hidden_sweep.png": figure_hidden_sweep,
     "fp32_fraction.png": figure_fp32_fraction,
+    "training_canonical.png": figure_training_canonical,
+    "training_sweeps.png": figure_training_sweeps,
 }
 
 
@@ -1340,20 +1575,28 @@ def mixed_precisions(view):
 
 
 def footer(results, view):
-    """The line under the results table: sources, GPU, date, commit, kind and precision."""
+    """The line under a results table: sources, GPU, date, commit, kind and precision."""
     env = results.env()
-    files = [display_path(p) for p in (view.stage_source, results.pytorch_path,
+    files = [display_path(p) for p in (view.stage_source,
+                                       results.pytorch_path if view.pytorch else None,
                                        results.bench_path if view.cudnn else None) if p]
     files = list(dict.fromkeys(files))
     text = (f"Generated by `plots/make_plots.py` from {' and '.join(f'`{f}`' for f in files)} "
             f"({env.get('gpu', '?')}, {str(env.get('date_utc', '?'))[:10]}, "
             f"commit {env.get('git_commit', '?')}")
-    if results.pytorch_env.get("torch"):
+    if view.pytorch and results.pytorch_env.get("torch"):
         text += f"; PyTorch {results.pytorch_env['torch']}"
     precision = ("in the precision of each row" if mixed_precisions(view)
                  else precisions_text(view.rows()))
     text += (f"). Canonical config {view.config.label()}, {view.kind} pass, {precision}; "
              "speedups and ratios are of median times.")
+    if view.kind == TRAINING:
+        text += (" The forward with stash and the backward are each timed on their own: their "
+                 "medians need not add up to the total's. TFLOP/s count a training pass as 3× "
+                 "the forward's FLOPs.")
+        if not view.pytorch:
+            text += (" No PyTorch training measurement yet (it comes from pytorch.jsonl, kind "
+                     "training).")
     if not view.cudnn:
         text += " No cuDNN measurement yet (it comes from bench.json)."
     skipped = [m for m in view.stages + view.cudnn if not m.supported]
@@ -1398,13 +1641,68 @@ def results_table(results):
     return "\n".join(lines) + "\n\n" + footer(results, view)
 
 
+def format_phase(m, phase):
+    """A training measurement's phase median in ms for a table, or '–' where it has none."""
+    value = m.phase_ms(phase)
+    return "–" if value is None else f"{value:.3f}"
+
+
+def training_table(results):
+    """Markdown table of the canonical config, training kind: one row per training stage (and
+    precision), per cuDNN training algorithm (the fastest marked) and PyTorch's training pass
+    where pytorch.jsonl has one; the total (median), the forward with stash and the backward
+    (each timed on its own), TFLOP/s, the speedups over the series' stage 00 and over the
+    previous stage, and the ratio to cuDNN's fastest training algorithm; then the footer line."""
+    view = canonical_view(results, TRAINING)
+    if not view.rows():
+        raise MissingData(f"{display_path(results.folder)}: no {TRAINING}-kind measurement at "
+                          "the canonical config")
+    base, best = view.base(), view.fastest_cudnn()
+    base_ms, best_ms = (base.median_ms if base else None), (best.median_ms if best else None)
+    mixed = mixed_precisions(view)
+    over = f"`{base.impl}`" if base else "stage 00"
+    lines = ["| implementation |" + (" precision |" if mixed else "") +
+             " total ms (median) | forward with stash ms | backward ms | TFLOP/s "
+             f"| speedup over {over} | speedup over previous stage "
+             "| time ÷ cuDNN's fastest |",
+             "|---|" + ("---|" if mixed else "") + "--:|--:|--:|--:|--:|--:|--:|"]
+
+    def row(name, m, previous="–"):
+        name += f" | {precision_label(m.precision)}" if mixed else ""
+        if not m.supported:
+            return f"| {name} | unsupported | – | – | – | – | – | – |"
+        return (f"| {name} | {m.median_ms:.3f} | {format_phase(m, 'forward')} "
+                f"| {format_phase(m, 'backward')} | {m.tflops:.2f} "
+                f"| {ratio(base_ms, m.median_ms)} | {previous} | {ratio(m.median_ms, best_ms)} |")
+
+    for m in view.stages:
+        before = view.previous(m.impl, m.precision)
+        lines.append(row(m.impl, m, ratio(before.median_ms, m.median_ms) if before else "–"))
+    for m in view.cudnn:
+        mark = " **(fastest cuDNN)**" if m is best else ""
+        lines.append(row(f"{display_name(m.impl)}{mark}", m))
+    if view.pytorch:
+        failed = " (check FAILED)" if view.pytorch.check == "FAILED" else ""
+        lines.append(row(f"{display_name(PYTORCH)}{failed}", view.pytorch))
+    return "\n".join(lines) + "\n\n" + footer(results, view)
+
+
+def stage_kind(results, stage):
+    """The kind of a stage's measurements: 'training' for a training stage; 'forward' for a
+    forward stage and for one with no measurement."""
+    kinds = {m.kind for m in results.measurements() if m.impl == stage}
+    return FORWARD if FORWARD in kinds or not kinds else sorted(kinds)[0]
+
+
 def stage_paragraph(results, stage):
     """One paragraph on a stage at the canonical config (one per precision it was measured
-    in): its time (median, min, max), TFLOP/s, µs per step-layer, speedups over the first
-    stage and the previous stage, ratio to cuDNN's fastest, the check of its checked run, and
-    the source. `stage` is '<series>/<NN_slug>' (an old name '00_naive' means 'forward/...')."""
+    in): its time (median, min, max; for a training stage also its forward and backward),
+    TFLOP/s, µs per step-layer, speedups over the first stage and the previous stage of its
+    series, ratio to cuDNN's fastest algorithm of the same kind, the check of its checked run,
+    and the source. `stage` is '<series>/<NN_slug>' (an old name '00_naive' means
+    'forward/...')."""
     stage = stage_name(stage)
-    view = canonical_view(results)
+    view = canonical_view(results, stage_kind(results, stage))
     rows = view.stage_rows(stage)
     if not rows:
         return (f"Not measured yet: `{display_path(results.folder)}` has no canonical-config "
@@ -1420,9 +1718,13 @@ def precision_paragraph(results, view, m):
     if not m.supported:
         return f"At {where} this stage is unsupported: {m.unsupported}."
     runs = f" of {m.runs} runs" if m.runs else ""
-    text = (f"Measured at {where}: **{m.median_ms:.2f} ms** median{runs} (min {m.min_ms:.2f}, "
-            f"max {m.max_ms:.2f}), {m.tflops:.2f} TFLOP/s, {m.us_per_step_layer:.1f} µs per step "
-            "and layer.")
+    what = ", a training pass (forward with stash and backward): " if m.kind == TRAINING else ": "
+    text = (f"Measured at {where}{what}**{m.median_ms:.2f} ms** median{runs} (min "
+            f"{m.min_ms:.2f}, max {m.max_ms:.2f}), {m.tflops:.2f} TFLOP/s, "
+            f"{m.us_per_step_layer:.1f} µs per step and layer.")
+    if m.phase_ms("forward") is not None and m.phase_ms("backward") is not None:
+        text += (f" Its forward with stash takes {m.phase_ms('forward'):.2f} ms and its backward "
+                 f"{m.phase_ms('backward'):.2f} ms (medians, each timed on its own).")
     base, before, best = view.base(), view.previous(m.impl, m.precision), view.fastest_cudnn()
     comparisons = []
     if base and base is not m:
@@ -1437,12 +1739,15 @@ def precision_paragraph(results, view, m):
     if best:
         precision = (f"{precision_label(best.precision)}, " if best.precision != m.precision
                      else "")
+        algorithm = "training algorithm" if m.kind == TRAINING else "algorithm"
         text += (f" Its time is {ratio(m.median_ms, best.median_ms)} that of cuDNN's fastest "
-                 f"algorithm (`{best.impl}`, {precision}{best.median_ms:.2f} ms).")
-    checked = checked_records(results, m.impl, precision=m.precision)
+                 f"{algorithm} (`{best.impl}`, {precision}{best.median_ms:.2f} ms).")
+    checked = checked_records(results, m.impl, kind=m.kind, precision=m.precision)
     if checked:
         text += (f" Check against the CPU reference (latest run in "
-                 f"`{results.checked_path.name}`): {checked[-1].check}.")
+                 f"`{results.checked_path.name}`): {checked[-1].check}")
+        text += (f" on what it covered; {'; '.join(checked[-1].not_checked)}."
+                 if checked[-1].not_checked else ".")
     source = view.stage_source
     text += (f" Source: `{display_path(source)}` (commit {env.get('git_commit', '?')}, "
              f"{str(env.get('date_utc', '?'))[:10]}).")
@@ -1461,7 +1766,7 @@ def stage_batch_sweep_table(results, stage):
         group = results.configs.group("batch_sweep")
     except MissingData as why:
         return f"No batch sweep: {why}."
-    series = sweep_series(results, "batch_sweep")
+    series = sweep_series(results, "batch_sweep", stage_kind(results, stage))
     mine = {key: ms for key, ms in series.items() if key[0] == stage}
     if not any(mine.values()):
         return (f"Not measured yet: `{display_path(results.folder)}` has no batch-sweep result "
@@ -1491,10 +1796,12 @@ def sweep_table(results, group, stage, precision, measurements, cudnn):
             if best:
                 other = (f", {precision_label(best.precision)}" if best.precision != precision
                          else "")
-                note = f" ({best.impl[len('cudnn_'):]}{other})"
+                note = f" ({cudnn_algorithm(best.impl)}{other})"
             row += f" {cell(mine.get((h, b)))} | {cell(best)}{note} |"
         lines.append(row)
-    return ("\n".join(lines) + f"\n\n{step_unit(group)} ({group.fixed_label()}, "
+    training = any(m.kind == TRAINING for m in measurements)
+    unit = step_unit(group) + (" of the training pass" if training else "")
+    return ("\n".join(lines) + f"\n\n{unit} ({group.fixed_label()}, "
             f"{precision_label(precision)}), median; from `{display_path(results.bench_path)}`.")
 
 
@@ -1519,7 +1826,7 @@ def replace_between_markers(path, name, text, required=False):
 
 
 def update_readmes(results, readme_root):
-    """Rewrites the results table of README.md and the stage sections of
+    """Rewrites the results table and the training table of README.md and the stage sections of
     stages/<series>/<NN_slug>/README.md (the stage '<series>/<NN_slug>'); returns the (path,
     marker) pairs rewritten."""
     readme = Path(readme_root) / "README.md"
@@ -1531,6 +1838,12 @@ def update_readmes(results, readme_root):
         raise InputError(f"the README table cannot be made: {why}") from None
     replace_between_markers(readme, "results-table", table, required=True)
     written = [(readme, "results-table")]
+    try:
+        training = training_table(results)
+    except MissingData as why:
+        training = f"Not measured yet: {why}."
+    if replace_between_markers(readme, "training-table", training):
+        written.append((readme, "training-table"))
     for stage_readme in sorted((Path(readme_root) / "stages").glob("*/*/README.md")):
         stage = f"{stage_readme.parent.parent.name}/{stage_readme.parent.name}"
         if replace_between_markers(stage_readme, "stage-result", stage_paragraph(results, stage)):
@@ -1576,8 +1889,12 @@ def describe(results):
         text = (f"plots: {folder}: {kind} kind, {precisions_text(measurements)}: "
                 f"{len(measurements)} measurements of {len(impls)} "
                 f"implementation{'s' if len(impls) > 1 else ''} ({', '.join(impls)})")
-        if kind != FORWARD:
-            text += " -- read, not drawn (the figures and tables show the forward kind)"
+        if kind == TRAINING:
+            text += (" -- in the training table and the training figures "
+                     f"({', '.join(n for n in FIGURES if n.startswith(TRAINING))})")
+        elif kind != FORWARD:
+            text += (f" -- read, not drawn (the figures and tables show the {FORWARD} and "
+                     f"{TRAINING} kinds)")
         lines.append(text)
     off = results.off_standard()
     if off:

@@ -12,6 +12,10 @@
 3. Names with '/' and old names in bench.json; training entries read and ignored by the
    forward figures; the precision in the table; stage colours from the stages present; the
    standard configurations from common/standard_configs.json (or --configs).
+   The training series: its table (every training implementation of the results, the ratios
+   of a tiny hand-made folder computed right), its figures (training kind only), PyTorch's
+   training records in either shape or absent; the forward table and figures hold no training
+   measurement.
 4. Reproducible PNG bytes; malformed input exits non-zero with a message naming the file.
 5. What a reader sees: a point the bench skipped as unsupported is an × in the series' colour
    at the bottom of the sweep panels (with a legend entry), a point without an entry is not
@@ -39,8 +43,10 @@ require("numpy", "matplotlib")
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "plots" / "make_plots.py"
 FIXTURE = ROOT / "plots" / "testdata" / "synthetic"
-ALL_FIGURES = ("canonical.png", "batch_sweep.png", "persistent.png", "hidden_sweep.png",
-               "fp32_fraction.png")
+FORWARD_FIGURES = ("canonical.png", "batch_sweep.png", "persistent.png", "hidden_sweep.png",
+                   "fp32_fraction.png")
+TRAINING_FIGURES = ("training_canonical.png", "training_sweeps.png")
+ALL_FIGURES = FORWARD_FIGURES + TRAINING_FIGURES
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 
@@ -72,13 +78,27 @@ def readme_copy(destination):
                "<!-- stage-result:end -->\n\n<!-- stage-batch-sweep:begin -->\nstale\n"
                "<!-- stage-batch-sweep:end -->\n")
     for stage in ("forward/07_persistent", "forward/08_half_precision",
-                  "forward/99_not_measured"):
+                  "forward/99_not_measured", "training/01_combined_gemms",
+                  "training/99_not_measured"):
         (destination / "stages" / stage).mkdir(parents=True, exist_ok=True)
         (destination / "stages" / stage / "README.md").write_text(markers)
 
 
 def bench_document(entries):
     return json.dumps({"context": {}, "benchmarks": entries})
+
+
+def row_order(impl):
+    """The order of a table's rows: stages, then cuDNN's algorithms, then PyTorch."""
+    return (2 if impl == mp.PYTORCH else 1 if mp.is_cudnn(impl) else 0,
+            mp.cudnn_sort_key(impl) if mp.is_cudnn(impl) else mp.stage_sort_key(impl))
+
+
+def training_row_names(table):
+    """The first cell of every row of a Markdown table (not the header), without the marks."""
+    rows = [line for line in table.splitlines() if line.startswith("| ")][1:]
+    return [row.split(" | ")[0][2:].replace(" **(fastest cuDNN)**", "")
+            .replace(" (check FAILED)", "") for row in rows]
 
 
 class PlotTestCase(unittest.TestCase):
@@ -113,9 +133,12 @@ class CommittedResults(PlotTestCase):
             (f / n).is_file() for n in ("bench.json", "pytorch.jsonl", "canonical.jsonl"))]
         self.assertTrue(folders, "no results folder found")
         for folder in folders:
-            # bench.json makes all five; without it, the stages' checked runs or PyTorch's
-            # record make canonical.png and the rest is reported as not drawn.
-            expected = ALL_FIGURES if (folder / "bench.json").is_file() else ("canonical.png",)
+            # bench.json makes the five forward figures, and the two training figures where it
+            # holds training entries; without it, the stages' checked runs or PyTorch's record
+            # make canonical.png and the rest is reported as not drawn.
+            expected = FORWARD_FIGURES if (folder / "bench.json").is_file() else ("canonical.png",)
+            if any(m.kind == "training" for m in mp.load_results(folder).bench):
+                expected += TRAINING_FIGURES
             for name in ALL_FIGURES:
                 png = self.tmp / folder.name / name
                 if name in expected:
@@ -133,6 +156,35 @@ class CommittedResults(PlotTestCase):
         self.assertEqual(mp.results_table(results), committed,
                          "README.md's table is not what plots/make_plots.py makes of "
                          "results/h100-sxm/: run it")
+        training = readme.split("<!-- training-table:begin -->\n")[1].split(
+            "\n<!-- training-table:end -->")[0]
+        self.assertEqual(mp.training_table(results), training,
+                         "README.md's training table is not what plots/make_plots.py makes of "
+                         "results/h100-sxm/: run it")
+
+    def test_committed_tables_keep_the_kinds_apart(self):
+        """Every training implementation of the committed results has its row in the training
+        table, and no forward row; the forward table has no training row and no training
+        time."""
+        readme = (ROOT / "README.md").read_text()
+        forward = readme.split("<!-- results-table:begin -->")[1].split(
+            "<!-- results-table:end -->")[0]
+        training = readme.split("<!-- training-table:begin -->")[1].split(
+            "<!-- training-table:end -->")[0]
+        results = mp.load_results(ROOT / "results" / "h100-sxm")
+        trained = {m.impl for m in results.bench if m.kind == "training"
+                   and m.group == "canonical"}
+        self.assertIn("training/00_naive", trained)
+        self.assertTrue(any(mp.is_cudnn(i) for i in trained))
+        self.assertEqual(training_row_names(training),
+                         [mp.display_name(i) for i in sorted(trained, key=row_order)])
+        self.assertNotIn("forward/", training)
+        self.assertNotIn("training", forward)
+        for m in results.bench:
+            if m.kind == "training" and m.group == "canonical":
+                self.assertNotIn(f"{m.median_ms:.3f}", forward)
+                self.assertIn(f"| {m.median_ms:.3f} | {m.phase_ms('forward'):.3f} | "
+                              f"{m.phase_ms('backward'):.3f} |", training)
 
 
 class SyntheticResults(PlotTestCase):
@@ -176,6 +228,45 @@ class SyntheticResults(PlotTestCase):
         self.assertEqual(table.count("<!-- results-table:begin -->"), 1)
         self.assertNotIn("training", table.split("<!-- results-table:begin -->")[1].split(
             "<!-- results-table:end -->")[0])
+
+        training = table.split("<!-- training-table:begin -->")[1].split(
+            "<!-- training-table:end -->")[0]
+        for row in ("| implementation | total ms (median) | forward with stash ms | backward ms "
+                    "| TFLOP/s | speedup over `training/00_naive` | speedup over previous stage "
+                    "| time ÷ cuDNN's fastest |",
+                    "| training/00_naive | 208.332 | 73.099 | 146.198 | 1.55 | 1.00× | – "
+                    "| 23.66× |",
+                    "| training/01_combined_gemms | 79.456 | 29.871 | 53.767 | 4.05 | 2.62× "
+                    "| 2.62× | 9.02× |",
+                    "| cuDNN persist_static **(fastest cuDNN)** | 8.806 | 3.862 | 5.407 | 36.58 "
+                    "| 23.66× | – | 1.00× |",
+                    # PyTorch's training record, not its forward one (6.862 ms)
+                    "| PyTorch nn.LSTM | 16.298 | 6.862 | 10.293 | 19.76 | 12.78× | – | 1.85× |",
+                    "training pass, FP32;", "each timed on their own"):
+            self.assertIn(row, training)
+        self.assertEqual(training_row_names(training), [
+            "training/00_naive", "training/01_combined_gemms", "cuDNN standard",
+            "cuDNN persist_static", "cuDNN persist_dynamic", "PyTorch nn.LSTM"])
+
+        naive_training = (readmes / "stages" / "training" / "00_naive" / "README.md").read_text()
+        self.assertIn("a training pass (forward with stash and backward): **208.33 ms** median "
+                      "of 20 runs", naive_training)
+        self.assertIn("Its forward with stash takes 73.10 ms and its backward 146.20 ms",
+                      naive_training)
+        self.assertIn("23.66× that of cuDNN's fastest training algorithm "
+                      "(`cudnn_persist_static_training`, 8.81 ms)", naive_training)
+        self.assertIn("passed on what it covered; the gradients were NOT checked",
+                      naive_training)
+        self.assertIn("µs per time step of the training pass (T=100, L=1, I=H, FP32)",
+                      naive_training)
+        combined = (readmes / "stages" / "training" / "01_combined_gemms" /
+                    "README.md").read_text()
+        self.assertIn("Speedup 2.62× over `training/00_naive`.", combined)
+        self.assertIn("| 256 | 299.8 | 90.0 (persist_static) | 704.5 | 332.8 (persist_static) |",
+                      combined)
+        self.assertNotIn("stale", combined)
+        self.assertEqual((readmes / "stages" / "training" / "99_not_measured" /
+                          "README.md").read_text().count("Not measured yet"), 2)
 
         naive = (readmes / "stages" / "forward" / "00_naive" / "README.md").read_text()
         self.assertIn("(H=512 I=512 B=64 T=100 L=4, FP32)", naive)
@@ -290,9 +381,11 @@ class Names(BenchCase):
     def test_baseline_names_stay_flat(self):
         bench = json.loads((FIXTURE / "synthetic-gpu" / "bench.json").read_text())
         results = self.load_results(bench["benchmarks"])
-        cudnn = {m.impl: m.series for m in results.bench if mp.is_cudnn(m.impl)}
-        self.assertEqual(cudnn, {"cudnn_standard": "", "cudnn_persist_static": "",
-                                 "cudnn_persist_dynamic": ""})
+        cudnn = {m.impl: (m.series, m.kind) for m in results.bench if mp.is_cudnn(m.impl)}
+        self.assertEqual(cudnn, {f"cudnn_{algo}{suffix}": ("", kind)
+                                 for algo in ("standard", "persist_static", "persist_dynamic")
+                                 for suffix, kind in (("", "forward"),
+                                                      ("_training", "training"))})
         self.assertEqual(results.fp32_peak_tflops, 60.5)
 
     def test_name_without_group_and_sizes(self):
@@ -320,10 +413,20 @@ class Kinds(PlotTestCase):
         self.assertTrue(any(m.group == "canonical" for m in training))
         entry = next(m for m in training if m.group == "canonical")
         self.assertEqual(entry.impl, "training/00_naive")
-        self.assertAlmostEqual(entry.phase_ms("forward") + entry.phase_ms("backward"),
-                               entry.median_ms, places=3)
+        bench = json.loads((FIXTURE / "synthetic-gpu" / "bench.json").read_text())
+        raw = next(e for e in bench["benchmarks"]
+                   if e["name"].startswith("training/00_naive/canonical/"))
+        self.assertEqual((entry.median_ms, entry.phase_ms("forward"), entry.phase_ms("backward")),
+                         (raw["median_ms"], raw["forward_ms"], raw["backward_ms"]))
+        # Each phase is timed on its own: the total is not their sum (in the fixture as on the
+        # H100), and nothing may assume it is.
+        self.assertNotAlmostEqual(entry.phase_ms("forward") + entry.phase_ms("backward"),
+                                  entry.median_ms, places=1)
         record = next(m for m in results.checked if m.kind == "training")
         self.assertEqual([phase for phase, *_ in record.phases], ["forward", "backward"])
+        self.assertTrue(record.not_checked)
+        pytorch = [m for m in results.pytorch if m.kind == "training"]
+        self.assertTrue(pytorch and all(m.phases for m in pytorch))
 
     def test_forward_views_hold_no_training_entry(self):
         results = mp.load_results(FIXTURE / "synthetic-gpu")
@@ -332,6 +435,21 @@ class Kinds(PlotTestCase):
             for ms in mp.sweep_series(results, group).values():
                 self.assertTrue(all(m.kind == "forward" for m in ms))
         self.assertNotIn("training", mp.results_table(results))
+        for m in results.measurements():  # not one training time in the forward table
+            if m.kind == "training" and m.config == results.configs.canonical:
+                self.assertNotIn(f"{m.median_ms:.3f}", mp.results_table(results))
+
+    def test_training_views_hold_only_training_entries(self):
+        results = mp.load_results(FIXTURE / "synthetic-gpu")
+        view = mp.canonical_view(results, "training")
+        self.assertTrue(view.rows())
+        self.assertTrue(all(m.kind == "training" for m in view.rows()))
+        self.assertEqual({m.impl for m in view.stages},
+                         {"training/00_naive", "training/01_combined_gemms"})
+        self.assertNotIn("forward/", mp.training_table(results))
+        for group in ("batch_sweep", "hidden_sweep"):
+            for ms in mp.sweep_series(results, group, "training").values():
+                self.assertTrue(all(m.kind == "training" for m in ms))
 
     def test_figures_are_the_same_without_the_training_entries(self):
         """The forward figures of the fixture, byte for byte, with and without its training
@@ -343,9 +461,12 @@ class Kinds(PlotTestCase):
         kept = [e for e in bench["benchmarks"] if "kind=training" not in e.get("label", "")]
         self.assertLess(len(kept), len(bench["benchmarks"]), "the fixture has no training entry")
         (copy / "bench.json").write_text(json.dumps(dict(bench, benchmarks=kept)))
-        lines = (copy / "canonical.jsonl").read_text().splitlines(keepends=True)
-        (copy / "canonical.jsonl").write_text(
-            "".join(line for line in lines if '"kind": "training"' not in line))
+        for name in ("canonical.jsonl", "pytorch.jsonl"):
+            lines = (copy / name).read_text().splitlines(keepends=True)
+            kept_lines = [line for line in lines if '"kind": "training"' not in line]
+            self.assertLess(len(kept_lines), len(lines), f"the fixture's {name} has no training "
+                                                         "record")
+            (copy / name).write_text("".join(kept_lines))
         outputs = {}
         for run in ("with", "without"):
             result = make_plots("--results", "results", "--out", "out", "--no-readmes",
@@ -353,11 +474,244 @@ class Kinds(PlotTestCase):
             self.assert_ok(result)
             outputs[run] = result.stdout
         self.assertRegex(outputs["with"],
-                         r"results/gpu: training kind, FP32: .*training/00_naive.*not drawn")
-        self.assertNotIn("training", outputs["without"])
+                         r"results/gpu: training kind, FP32: .*training/00_naive.* -- in the "
+                         r"training table and the training figures")
+        self.assertRegex(outputs["without"], r"training_canonical.png not drawn: no "
+                                             r"training-kind measurement")
         digests = {run: tree_digest(self.tmp / run / "out" / "gpu") for run in outputs}
-        self.assertEqual(len(digests["with"]), len(mp.FIGURES))
-        self.assertEqual(digests["with"], digests["without"])
+        self.assertEqual(sorted(digests["with"]), sorted(mp.FIGURES))
+        self.assertEqual(sorted(digests["without"]), sorted(FORWARD_FIGURES))
+        self.assertEqual({name: digests["with"][name] for name in FORWARD_FIGURES},
+                         digests["without"])
+
+
+CANONICAL_NAME = "canonical/H:512/I:512/B:64/T:100/L:4/iterations:20/manual_time"
+
+
+def tiny_entry(impl, kind, median, forward=None, backward=None, skip=None):
+    """A bench entry at the canonical config with round numbers (a hand-made folder)."""
+    series = impl.split("/")[0] if "/" in impl else ""
+    entry = {"name": f"{impl}/{CANONICAL_NAME}", "run_type": "iteration",
+             "label": f"series={series} kind={kind} precision=fp32"}
+    if skip:
+        return dict(entry, error_occurred=True, error_message=skip)
+    entry.update(iterations=20, hidden=512, input_size=512, batch=64, seq_len=100, layers=4,
+                 median_ms=median, min_ms=median * 0.9, max_ms=median * 1.1,
+                 tflops=round(100 / median, 4), us_per_step_layer=median * 1000 / 400)
+    if forward is not None:
+        entry.update(forward_ms=forward, backward_ms=backward)
+    return entry
+
+
+def tiny_record(median, **fields):
+    """A PyTorch run record at the canonical config."""
+    return dict({"stage": "pytorch", "hidden": 512, "input_size": 512, "batch": 64,
+                 "seq_len": 100, "layers": 4, "ms": {"median": median, "min": median,
+                                                     "max": median},
+                 "tflops": 1.0, "us_per_step_layer": median * 1000 / 400}, **fields)
+
+
+TINY_ENTRIES = [
+        tiny_entry("training/00_naive", "training", 100.0, 40.0, 70.0),
+        tiny_entry("training/01_combined_gemms", "training", 40.0, 15.0, 28.0),
+        tiny_entry("training/02_slower", "training", 48.0, 18.0, 33.0),
+        tiny_entry("cudnn_standard_training", "training", 20.0, 8.0, 13.0),
+        tiny_entry("cudnn_persist_static_training", "training", 16.0, 6.0, 11.0),
+        tiny_entry("cudnn_persist_dynamic_training", "training", 0, skip="unsupported: no"),
+        tiny_entry("forward/00_naive", "forward", 30.0),
+        tiny_entry("cudnn_standard", "forward", 5.0),
+]
+
+
+def tiny_folder(tmp, entries=TINY_ENTRIES, pytorch=()):
+    """results 'gpu' under `tmp`: a bench.json of `entries` and a pytorch.jsonl of `pytorch`."""
+    folder = tmp / "gpu"
+    folder.mkdir(exist_ok=True)
+    (folder / "bench.json").write_text(bench_document(list(entries)))
+    if pytorch:
+        (folder / "pytorch.jsonl").write_text("".join(json.dumps(r) + "\n" for r in pytorch))
+    return mp.load_results(folder)
+
+
+class TrainingTable(PlotTestCase):
+    """The training table of a tiny hand-made folder: every ratio worked out by hand."""
+
+    def folder(self, pytorch=()):
+        return tiny_folder(self.tmp, pytorch=pytorch)
+
+    def test_rows_and_ratios(self):
+        results = self.folder(pytorch=[
+            tiny_record(9.0, kind="forward"),
+            tiny_record(25.0, stage="pytorch_training",  # no kind: the name says training
+                        forward_ms=10.0, backward_ms={"median": 14.0, "min": 13.0, "max": 15.0})])
+        table = mp.training_table(results)
+        rows = [line for line in table.splitlines() if line.startswith("| ")][1:]
+        self.assertEqual(rows, [
+            "| training/00_naive | 100.000 | 40.000 | 70.000 | 1.00 | 1.00× | – | 6.25× |",
+            "| training/01_combined_gemms | 40.000 | 15.000 | 28.000 | 2.50 | 2.50× | 2.50× "
+            "| 2.50× |",
+            "| training/02_slower | 48.000 | 18.000 | 33.000 | 2.08 | 2.08× | 0.83× | 3.00× |",
+            "| cuDNN standard | 20.000 | 8.000 | 13.000 | 5.00 | 5.00× | – | 1.25× |",
+            "| cuDNN persist_static **(fastest cuDNN)** | 16.000 | 6.000 | 11.000 | 6.25 "
+            "| 6.25× | – | 1.00× |",
+            "| cuDNN persist_dynamic | unsupported | – | – | – | – | – | – |",
+            "| PyTorch nn.LSTM | 25.000 | 10.000 | 14.000 | 1.00 | 4.00× | – | 1.56× |"])
+        self.assertIn("pytorch.jsonl", table)
+        self.assertNotIn("No PyTorch training measurement", table)
+        # and the forward table has the forward rows only
+        forward = mp.results_table(results)
+        self.assertEqual(training_row_names(forward.split("\n\n")[0]),
+                         ["forward/00_naive", "cuDNN standard", "PyTorch nn.LSTM"])
+        self.assertIn("| PyTorch nn.LSTM | 9.000 |", forward)
+        for text in ("training", "100.000", "25.000", "16.000"):
+            self.assertNotIn(text, forward)
+
+    def test_without_pytorch_training(self):
+        """No PyTorch training record: no row, the footer says so, pytorch.jsonl is not named
+        as a source of the table (its forward record is not a training time)."""
+        results = self.folder(pytorch=[tiny_record(9.0, kind="forward")])
+        table = mp.training_table(results)
+        self.assertNotIn("PyTorch nn.LSTM |", table)
+        self.assertNotIn("9.000", table)
+        self.assertNotIn("pytorch.jsonl`", table)
+        self.assertIn("No PyTorch training measurement yet", table)
+
+    def test_no_training_measurement(self):
+        results = tiny_folder(self.tmp, entries=TINY_ENTRIES[-2:])  # forward entries only
+        with self.assertRaisesRegex(mp.MissingData, "no training-kind measurement"):
+            mp.training_table(results)
+        with self.assertRaises(mp.MissingData):
+            mp.figure_training_canonical(results)
+        with self.assertRaises(mp.MissingData):
+            mp.figure_training_sweeps(results)
+        mp.results_table(results)  # the forward table is still made
+
+    def test_readme_gets_the_table_between_its_markers(self):
+        self.folder()
+        readmes = self.tmp / "readmes"
+        readmes.mkdir()
+        (readmes / "README.md").write_text(
+            "<!-- results-table:begin -->\nold\n<!-- results-table:end -->\n"
+            "<!-- training-table:begin -->\nold\n<!-- training-table:end -->\n")
+        result = make_plots("--results", self.tmp, "--out", self.tmp / "out", "--readme-gpu",
+                            "gpu", "--readme-root", readmes)
+        self.assert_ok(result)
+        self.assertRegex(result.stdout, r"plots: rewrote .*README.md \(training-table\)")
+        text = (readmes / "README.md").read_text()
+        training = text.split("<!-- training-table:begin -->\n")[1].split(
+            "\n<!-- training-table:end -->")[0]
+        self.assertEqual(training, mp.training_table(mp.load_results(self.tmp / "gpu")))
+        self.assertNotIn("old", text)
+
+
+class PyTorchTrainingRecords(PlotTestCase):
+    """PyTorch's training records are read in either shape, and kept apart from its forward."""
+
+    def load(self, *records):
+        folder = self.tmp / "gpu"
+        folder.mkdir(exist_ok=True)
+        (folder / "pytorch.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+        return mp.load_results(folder)
+
+    def training(self, results):
+        [m] = [m for m in results.pytorch if m.kind == "training"]
+        return m
+
+    def test_phases_object(self):
+        phases = {"forward": {"median": 3.0, "min": 2.0, "max": 4.0},
+                  "backward": {"median": 5.0, "min": 4.0, "max": 6.0}}
+        m = self.training(self.load(tiny_record(7.0, kind="training", phases=phases)))
+        self.assertEqual((m.median_ms, m.phase_ms("forward"), m.phase_ms("backward")),
+                         (7.0, 3.0, 5.0))
+
+    def test_forward_ms_and_backward_ms_numbers(self):
+        m = self.training(self.load(tiny_record(7.0, stage="pytorch_training", kind="training",
+                                                forward_ms=3.0, backward_ms=5.0)))
+        self.assertEqual((m.phase_ms("forward"), m.phase_ms("backward")), (3.0, 5.0))
+
+    def test_kind_from_the_stage_name(self):
+        results = self.load(tiny_record(2.0),  # an old forward record: no kind
+                            tiny_record(7.0, stage="pytorch_training", forward_ms=3.0,
+                                        backward_ms=5.0))
+        self.assertEqual(self.training(results).median_ms, 7.0)
+        self.assertEqual(mp.canonical_view(results).pytorch.median_ms, 2.0)
+        self.assertEqual(mp.canonical_view(results, "training").pytorch.median_ms, 7.0)
+
+    def test_without_phases(self):
+        results = self.load(tiny_record(7.0, kind="training"))
+        self.assertEqual(self.training(results).phases, ())
+        self.assertIn("| PyTorch nn.LSTM | 7.000 | – | – |", mp.training_table(results))
+
+    def test_malformed_phase(self):
+        with self.assertRaisesRegex(mp.InputError, "'forward_ms'"):
+            self.load(tiny_record(7.0, kind="training", forward_ms="fast", backward_ms=1.0))
+
+
+class TrainingFigures(PlotTestCase):
+    """training_canonical.png and training_sweeps.png show the training kind, all of it."""
+
+    def test_canonical_bars_totals_and_reference_line(self):
+        results = tiny_folder(self.tmp)
+        fig = mp.figure_training_canonical(results)
+        ms_panel, speed_panel = fig.axes
+        names = [t.get_text().replace("\n", " ") for t in ms_panel.get_xticklabels()]
+        self.assertEqual(names, ["00 naive", "01 combined gemms", "02 slower", "cuDNN standard",
+                                 "cuDNN persist_static", "cuDNN persist_dynamic"])
+        totals = [line.get_ydata()[0] for line in ms_panel.get_lines()
+                  if line.get_gid() == mp.TOTAL_MARK_GID]
+        self.assertEqual(totals, [100.0, 40.0, 48.0, 20.0, 16.0])
+        # the stacks: forward at the bottom, backward on top of it
+        heights = sorted((round(p.get_y(), 6), round(p.get_height(), 6))
+                         for p in ms_panel.patches if p.get_height() > 0)
+        for forward, backward in ((40.0, 70.0), (15.0, 28.0), (8.0, 13.0), (6.0, 11.0)):
+            self.assertIn((0.0, forward), heights)
+            self.assertIn((forward, backward), heights)
+        self.assertIn("unsupported", [t.get_text() for t in ms_panel.texts])
+        refs = [line.get_ydata()[0] for line in speed_panel.get_lines()
+                if line.get_gid() == mp.REFERENCE_LINE_GID]
+        self.assertEqual(refs, [100.0 / 16.0])  # cuDNN's fastest training algorithm
+        speedups = [t.get_text() for t in speed_panel.texts if t.get_gid() == mp.VALUE_LABEL_GID]
+        self.assertEqual(speedups, ["1.00×", "2.50×", "2.08×"])
+        self.assertEqual(crossed_labels(fig), [])
+
+    def test_committed_results(self):
+        results = mp.load_results(ROOT / "results" / "h100-sxm")
+        view = mp.canonical_view(results, "training")
+        fig = mp.figure_training_canonical(results)
+        ms_panel, speed_panel = fig.axes
+        totals = [line.get_ydata()[0] for line in ms_panel.get_lines()
+                  if line.get_gid() == mp.TOTAL_MARK_GID]
+        self.assertEqual(totals, [m.median_ms for m in view.rows() if m.supported])
+        self.assertEqual(len(totals), len({m.impl for m in results.bench if m.kind == "training"
+                                           and m.group == "canonical" and m.supported}))
+        refs = [line.get_ydata()[0] for line in speed_panel.get_lines()
+                if line.get_gid() == mp.REFERENCE_LINE_GID]
+        self.assertIn(view.base().median_ms / view.fastest_cudnn().median_ms, refs)
+        self.assertEqual(crossed_labels(fig), [])
+
+    def test_sweeps_show_every_training_implementation_and_nothing_else(self):
+        results = mp.load_results(FIXTURE / "synthetic-gpu")
+        fig = mp.figure_training_sweeps(results)
+        titles = [ax.get_title().split("\n")[0] for ax in fig.axes]
+        self.assertEqual(titles, ["batch sweep, H = 512", "batch sweep, H = 1024",
+                                  "hidden sweep"])
+        labels = set(legend_labels(fig)) - {mp.UNSUPPORTED_LEGEND}
+        trained = {m.impl for m in results.bench + results.pytorch if m.kind == "training"}
+        self.assertEqual(labels, {mp.display_name(i) for i in trained})
+        self.assertFalse(any(label.startswith("forward/") for label in labels))
+        colors = mp.stage_colors(results.stages())
+        hidden_panel = fig.axes[2]
+        self.assertIn((colors["training/01_combined_gemms"], 2048.0),
+                      unsupported_marks(hidden_panel))
+        self.assertEqual(unsupported_marks(hidden_panel), skipped_points(
+            results, "hidden_sweep", kind="training"))
+        # the y values are the training entries' own
+        [line] = [line for line in fig.axes[0].get_lines()
+                  if line.get_label() == "training/00_naive"]
+        expected = sorted((m.config.batch, m.us_per_step_layer) for m in results.bench
+                          if m.impl == "training/00_naive" and m.group == "batch_sweep"
+                          and m.config.hidden == 512)
+        self.assertEqual(list(zip(line.get_xdata(), line.get_ydata())), expected)
 
 
 class Precision(PlotTestCase):
@@ -589,10 +943,10 @@ def unsupported_marks(ax):
             if line.get_gid() == mp.UNSUPPORTED_POINT_GID for x in line.get_xdata()}
 
 
-def skipped_points(results, group, keep=lambda m: True):
-    """{(colour, x)} that a sweep figure must mark: the skipped entries of `group` (forward
+def skipped_points(results, group, keep=lambda m: True, kind="forward"):
+    """{(colour, x)} that a sweep figure must mark: the skipped entries of `group` (of one
     kind, standard configs), the colour of the series' line."""
-    series = mp.sweep_series(results, group)
+    series = mp.sweep_series(results, group, kind)
     colors = mp.stage_colors(results.stages())
     precisions = mp.sweep_precisions(series)
     x_of = (lambda m: m.config.hidden) if group == "hidden_sweep" else (lambda m: m.config.batch)

@@ -15,13 +15,16 @@ Writes, under OUT (default: plots/testdata/synthetic/):
     bench.json          Google Benchmark JSON: every forward stage and cuDNN algorithm over
                         every group of the standard configurations, fp32_fma_peak, skipped
                         entries in both Google Benchmark 1.7 and 1.8 styles, a stage in FP16
-                        (forward/08_half_precision), and a training-kind stage
-                        (training/00_naive, with forward_ms and backward_ms) that the forward
-                        figures must ignore
+                        (forward/08_half_precision), and the training kind over every group:
+                        two training stages and cuDNN's three training algorithms (with
+                        forward_ms and backward_ms; the total is not their sum, as in a real
+                        bench where each is timed on its own), which the forward figures must
+                        ignore and the training figures show
     pytorch.jsonl       PyTorch records for the same configs (one config twice: the last must
-                        win)
+                        win), then PyTorch training records ("pytorch_training", kind training,
+                        with "phases") at the same configs
     canonical.jsonl     checked runs of two forward stages (the stage READMEs quote the check)
-                        and one training run (with "phases")
+                        and one training run (with "phases", its gradients not checked)
   synthetic-no-bench/   the OLD schema (names like '00_naive', no series, kind or precision):
                         canonical.jsonl and pytorch.jsonl only (the fallback path, and the proof
                         that old results are still read)
@@ -60,8 +63,18 @@ MODEL = {
     "cudnn_persist_dynamic": (7, 0.45, True, "fp32"),
     "pytorch": (14, 0.50, True, "fp32"),
 }
-TRAINING = "training/00_naive"  # backward = 2 × forward of forward/00_naive's model
-TRAINING_MODEL = "forward/00_naive"
+TRAINING = "training/00_naive"  # the training stage of canonical.jsonl's training record
+# Training implementations: (the forward model of their forward pass, backward ÷ forward). The
+# total is TRAINING_TOTAL × (forward + backward): each is timed on its own in a real bench.
+TRAINING_MODEL = {
+    "training/00_naive": ("forward/00_naive", 2.0),
+    "training/01_combined_gemms": ("forward/01_combined_gemms", 1.8),
+    "cudnn_standard_training": ("cudnn_standard", 1.5),
+    "cudnn_persist_static_training": ("cudnn_persist_static", 1.4),
+    "cudnn_persist_dynamic_training": ("cudnn_persist_dynamic", 1.6),
+    "pytorch": ("pytorch", 1.5),
+}
+TRAINING_TOTAL = 0.95
 
 
 def series_of(impl):
@@ -72,8 +85,10 @@ def unsupported(impl, h, b, group):
     """Synthetic limits, so that skipped entries exist (message, Google Benchmark style)."""
     if impl == "forward/07_persistent" and (h > 1024 or (h == 1024 and b > 128)):
         return "recurrent weights do not fit on chip at this size (synthetic limit)", "1.8"
-    if impl == "cudnn_persist_static" and h > 1024:
+    if impl in ("cudnn_persist_static", "cudnn_persist_static_training") and h > 1024:
         return "CUDNN_STATUS_NOT_SUPPORTED (synthetic)", "1.7"
+    if impl == "training/01_combined_gemms" and h > 1024:
+        return "synthetic limit of a training stage", "1.8"
     if impl == "cudnn_persist_dynamic" and group == "canonical":
         return "synthetic skip: exercises the 'unsupported' row of the table", "1.7"
     return None
@@ -125,21 +140,37 @@ def bench_entry(impl, group, h, i, b, t, layers):
     return entry
 
 
-def training_entry(group, h, i, b, t, layers):
-    """A training-kind entry: forward and backward medians, median_ms their sum, the FLOPs of
+def training_timing(impl, h, i, b, t, layers):
+    """(forward, backward, total) medians in ms of a training implementation's toy model."""
+    model, backward_ratio = TRAINING_MODEL[impl]
+    forward = timing(model, h, i, b, t, layers)[0]
+    backward = round(backward_ratio * forward, 4)
+    return forward, backward, round(TRAINING_TOTAL * (forward + backward), 4)
+
+
+def training_entry(group, h, i, b, t, layers, impl=TRAINING):
+    """A training-kind entry: forward and backward medians, median_ms the total's, the FLOPs of
     the training pass (3× the forward's)."""
-    name = f"{TRAINING}/{group}/H:{h}/I:{i}/B:{b}/T:{t}/L:{layers}/iterations:20/manual_time"
-    forward = timing(TRAINING_MODEL, h, i, b, t, layers)[0]
-    backward = round(2 * forward, 4)
-    total = round(forward + backward, 4)
-    return {"name": name, "run_name": name, "run_type": "iteration", "repetitions": 1,
-            "threads": 1, "label": label(TRAINING, "training", "fp32"), "iterations": 20,
-            "real_time": total, "cpu_time": total, "time_unit": "ms", "hidden": h,
-            "input_size": i, "batch": b, "seq_len": t, "layers": layers, "median_ms": total,
-            "min_ms": round(total * 0.97, 4), "max_ms": round(total * 1.06, 4),
-            "forward_ms": forward, "backward_ms": backward,
-            "tflops": round(3 * flop_count(h, i, b, t, layers) / (total / 1000) / 1e12, 4),
-            "us_per_step_layer": round(total * 1000 / (t * layers), 4)}
+    name = f"{impl}/{group}/H:{h}/I:{i}/B:{b}/T:{t}/L:{layers}/iterations:20/manual_time"
+    entry = {"name": name, "run_name": name, "run_type": "iteration", "repetitions": 1,
+             "threads": 1, "label": label(impl, "training", "fp32")}
+    skip = unsupported(impl, h, b, group)
+    if skip:
+        message, style = skip
+        if style == "1.7":
+            entry.update(error_occurred=True, error_message=message)
+        else:
+            entry.update(skipped=True, skip_message=message, iterations=0, real_time=0,
+                         cpu_time=0, time_unit="ms")
+        return entry
+    forward, backward, total = training_timing(impl, h, i, b, t, layers)
+    entry.update(iterations=20, real_time=total, cpu_time=total, time_unit="ms", hidden=h,
+                 input_size=i, batch=b, seq_len=t, layers=layers, median_ms=total,
+                 min_ms=round(total * 0.97, 4), max_ms=round(total * 1.06, 4),
+                 forward_ms=forward, backward_ms=backward,
+                 tflops=round(3 * flop_count(h, i, b, t, layers) / (total / 1000) / 1e12, 4),
+                 us_per_step_layer=round(total * 1000 / (t * layers), 4))
+    return entry
 
 
 def check(passed=True):
@@ -166,16 +197,27 @@ def record(stage, h, i, b, t, layers, scale=1.0, old_schema=False):
     return result
 
 
-def training_record(h, i, b, t, layers):
-    entry = training_entry("canonical", h, i, b, t, layers)
+def training_record(h, i, b, t, layers, impl=TRAINING):
+    """A training run record (the stages' --json schema, with "phases"): a training stage's
+    checked run (its gradients over the reference's budget, as at the real canonical config),
+    or PyTorch's training pass ('pytorch_training')."""
+    entry = training_entry("canonical", h, i, b, t, layers, impl=impl)
     phases = {phase: {"median": entry[f"{phase}_ms"], "min": entry[f"{phase}_ms"] * 0.97,
                       "max": entry[f"{phase}_ms"] * 1.06} for phase in ("forward", "backward")}
-    return {"stage": TRAINING, "series": "training", "kind": "training", "precision": "fp32",
-            "hidden": h, "input_size": i, "batch": b, "seq_len": t, "layers": layers,
-            "dtype": "fp32", "iters": 20, "flop": 3.0 * flop_count(h, i, b, t, layers),
-            "ms": {"median": entry["median_ms"], "min": entry["min_ms"], "max": entry["max_ms"]},
-            "phases": phases, "tflops": entry["tflops"],
-            "us_per_step_layer": entry["us_per_step_layer"], "check": check(), "env": ENV}
+    result = {"stage": impl, "series": series_of(impl), "kind": "training", "precision": "fp32",
+              "hidden": h, "input_size": i, "batch": b, "seq_len": t, "layers": layers,
+              "dtype": "fp32", "iters": 20, "flop": 3.0 * flop_count(h, i, b, t, layers),
+              "ms": {"median": entry["median_ms"], "min": entry["min_ms"],
+                     "max": entry["max_ms"]},
+              "phases": phases, "tflops": entry["tflops"],
+              "us_per_step_layer": entry["us_per_step_layer"]}
+    if impl == "pytorch":
+        result.update(stage="pytorch_training", check={"performed": False},
+                      env=dict(ENV, torch="0.0.0+synthetic"))
+    else:
+        result.update(check=dict(check(), not_checked=[
+            "the gradients were NOT checked: over the reference's budget (synthetic)"]), env=ENV)
+    return result
 
 
 def write_jsonl(path, records):
@@ -203,8 +245,8 @@ def main():
                 "tflops": PEAK_TFLOPS}]
     for config in configs(standard):
         entries += [bench_entry(impl, *config) for impl in impls]
-        if config[0] in ("canonical", "batch_sweep"):
-            entries.append(training_entry(*config))
+        entries += [training_entry(*config, impl=impl) for impl in TRAINING_MODEL
+                    if impl != "pytorch"]
     context = dict(ENV, date="2000-01-01T00:00:00+00:00", host_name="synthetic",
                    executable="synthetic", num_cpus=16, mhz_per_cpu=2000,
                    library_build_type="release")
@@ -216,6 +258,7 @@ def main():
     canonical = tuple(standard.canonical)
     pytorch = [record("pytorch", *config[1:]) for config in configs(standard)]
     pytorch.insert(0, record("pytorch", *canonical, scale=3.0))  # superseded below
+    pytorch += [training_record(*config[1:], impl="pytorch") for config in configs(standard)]
     write_jsonl(gpu / "pytorch.jsonl", pytorch)
     checked = [record("forward/00_naive", *canonical, scale=0.8),
                record("forward/00_naive", *canonical),
