@@ -361,6 +361,10 @@ class GpuResults:
     checked: list = field(default_factory=list)  # Measurement per canonical.jsonl record
     checked_env: dict = field(default_factory=dict)  # env of the latest canonical.jsonl record
     ignored: list = field(default_factory=list)  # bench implementations no figure knows
+    # The training series' own benchmark run (bench_training.json), where the folder has one:
+    # the training table, figures and stage sections use it, so that every training number on
+    # them comes from one run; None: they use bench.json like the rest.
+    training: "GpuResults | None" = None
 
     def env(self):
         """The environment the caption and table footers quote (bench first, then records)."""
@@ -639,14 +643,27 @@ def gpu_folders(results_dir):
                                                     "canonical.jsonl"))]
 
 
+def training_view(results):
+    """The results the training series is shown from: the folder's bench_training.json run
+    where it has one, else `results` itself."""
+    return results.training if results.training is not None else results
+
+
 def load_results(folder, configs=None):
     """Everything in one results/<gpu>/ folder, as a GpuResults; `configs` is a
     StandardConfigs (default: common/standard_configs.json)."""
     folder = Path(folder)
-    results = GpuResults(name=folder.name, folder=folder,
-                         configs=configs or load_standard_configs())
+    configs = configs or load_standard_configs()
+    results = GpuResults(name=folder.name, folder=folder, configs=configs)
     if (folder / "bench.json").is_file():
         read_bench(folder / "bench.json", results)
+    if (folder / "bench_training.json").is_file():
+        results.training = GpuResults(name=folder.name, folder=folder, configs=configs)
+        read_bench(folder / "bench_training.json", results.training)
+        if (folder / "pytorch.jsonl").is_file():
+            read_pytorch(folder / "pytorch.jsonl", results.training)
+        if (folder / "canonical.jsonl").is_file():
+            read_checked(folder / "canonical.jsonl", results.training)
     if (folder / "pytorch.jsonl").is_file():
         read_pytorch(folder / "pytorch.jsonl", results)
     if (folder / "canonical.jsonl").is_file():
@@ -1439,6 +1456,7 @@ def figure_training_canonical(results):
     with stash and the backward stacked (ms), the total marked. Right: each training stage's
     speedup over the series' stage 00, with cuDNN's fastest training algorithm (and PyTorch)
     as reference lines."""
+    results = training_view(results)
     view = canonical_view(results, TRAINING)
     rows = view.rows()
     if not rows:
@@ -1488,6 +1506,7 @@ def figure_training_sweeps(results):
     sweep, a panel per hidden size, sharing their y axis) and per step and layer against the
     hidden size (the hidden sweep), log-log: a line per training stage, cuDNN training algorithm
     and PyTorch's training pass (where measured)."""
+    results = training_view(results)
     if results.bench_path is None:
         raise MissingData(f"no bench.json in {display_path(results.folder)} (the sweep entries "
                           "come from it)")
@@ -1653,6 +1672,7 @@ def training_table(results):
     where pytorch.jsonl has one; the total (median), the forward with stash and the backward
     (each timed on its own), TFLOP/s, the speedups over the series' stage 00 and over the
     previous stage, and the ratio to cuDNN's fastest training algorithm; then the footer line."""
+    results = training_view(results)
     view = canonical_view(results, TRAINING)
     if not view.rows():
         raise MissingData(f"{display_path(results.folder)}: no {TRAINING}-kind measurement at "
@@ -1701,6 +1721,8 @@ def stage_paragraph(results, stage):
     series, ratio to cuDNN's fastest algorithm of the same kind, the check of its checked run,
     and the source. `stage` is '<series>/<NN_slug>' (an old name '00_naive' means
     'forward/...')."""
+    if stage_name(stage).startswith("training/"):
+        results = training_view(results)
     stage = stage_name(stage)
     view = canonical_view(results, stage_kind(results, stage))
     rows = view.stage_rows(stage)
@@ -1761,6 +1783,8 @@ def precision_paragraph(results, view, m):
 def stage_batch_sweep_table(results, stage):
     """Markdown table: a stage's µs per step at each batch size of the batch sweep, beside
     cuDNN's fastest algorithm at the same point (one table per precision of the stage)."""
+    if stage_name(stage).startswith("training/"):
+        results = training_view(results)
     stage = stage_name(stage)
     try:
         group = results.configs.group("batch_sweep")
