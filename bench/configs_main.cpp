@@ -3,7 +3,11 @@
 // list. No GPU needed.
 //
 //   build/bin/lstm_configs            group hidden input_size batch seq_len layers flop
-//                                     reference_steps (a line per configuration)
+//                                     reference_steps training_reference (a line per
+//                                     configuration: flop of the forward pass; the steps a
+//                                     forward check compares; 1 if a training check compares
+//                                     the gradients, i.e. the training reference fits the
+//                                     budget, else 0)
 //   build/bin/lstm_configs --names    canonical/H:512/I:512/B:64/T:100/L:4 (benchmark-name parts)
 #include <iostream>
 #include <string>
@@ -25,7 +29,8 @@ int main(int argc, char** argv) {
     const lstm::ProblemSize& s = config.size;
     std::cout << config.group << " " << s.hidden << " " << s.input_size << " " << s.batch << " "
               << s.seq_len << " " << s.layers << " " << s.flop_count() << " "
-              << lstm::reference_steps(s) << "\n";
+              << lstm::reference_steps(s) << " " << (lstm::training_reference_fits(s) ? 1 : 0)
+              << "\n";
   }
   return 0;
 }

@@ -43,6 +43,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/npy.h"
 #include "reference_math.h"
 
 namespace lstm {
@@ -437,6 +438,35 @@ ReferenceTraining reference_training(const LstmParams& params, const UpstreamGra
   }
   gradients.dx = std::move(d_above);
   return training;
+}
+
+std::vector<ReferenceTensor> training_tensors(const ProblemSize& size, ReferenceTraining training) {
+  std::vector<OutputTensor> layouts = output_layouts(size, StageKind::kTraining);
+  ReferenceGradients& gradients = training.gradients;
+  if (gradients.layers.size() != static_cast<std::size_t>(size.layers)) {
+    throw std::invalid_argument("training_tensors: " + std::to_string(gradients.layers.size()) +
+                                " layers' gradients for " + size.describe());
+  }
+  // In output_layouts' order.
+  std::vector<std::vector<double>*> values = {&training.forward.y,  &training.forward.hy,
+                                              &training.forward.cy, &gradients.dx,
+                                              &gradients.dh0,       &gradients.dc0};
+  for (ReferenceLayerGradients& layer : gradients.layers) {
+    for (std::vector<double>* v : {&layer.w_ih, &layer.w_hh, &layer.b_ih, &layer.b_hh})
+      values.push_back(v);
+  }
+  std::vector<ReferenceTensor> tensors;
+  for (std::size_t i = 0; i < layouts.size(); ++i) {
+    OutputTensor& layout = layouts[i];
+    if (values[i]->size() != element_count(layout.shape)) {
+      throw std::invalid_argument("training_tensors: " + layout.name + " has " +
+                                  std::to_string(values[i]->size()) + " values for shape " +
+                                  shape_to_string(layout.shape));
+    }
+    tensors.push_back({std::move(layout.name), std::move(layout.shape), std::move(layout.axes),
+                       std::move(*values[i])});
+  }
+  return tensors;
 }
 
 }  // namespace lstm

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/lstm_data.h"
+#include "core/named_tensor.h"
 #include "lstm_reference.h"
 
 namespace lstm {
@@ -50,5 +51,15 @@ struct ReferenceTraining {
 /// \throws std::invalid_argument if a size is not positive or a tensor of `params` or `upstream`
 ///         has the wrong number of elements (the message names the tensor).
 ReferenceTraining reference_training(const LstmParams& params, const UpstreamGradients& upstream);
+
+/// The tensors of a training pass by PyTorch's names, with the names, shapes and order of
+/// output_layouts(size, StageKind::kTraining): y, hy, cy, dx, dh0, dc0, then per layer k
+/// grad_weight_ih_l{k}, grad_weight_hh_l{k}, grad_bias_ih_l{k}, grad_bias_hh_l{k}. What a check
+/// compares a training pass with, and what lstm_reference --training --dump writes.
+/// \param size     the sizes `training` was computed for
+/// \param training reference_training's result (its vectors are moved into the tensors)
+/// \throws std::invalid_argument if `training` does not hold L layers' gradients or a tensor's
+///         element count does not fit its shape (the message names the tensor).
+std::vector<ReferenceTensor> training_tensors(const ProblemSize& size, ReferenceTraining training);
 
 }  // namespace lstm

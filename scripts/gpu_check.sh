@@ -5,8 +5,9 @@
 #   1. configure and build (Release, for the CUDA architecture below)
 #   2. every test, CPU and GPU; a GPU test that skips here counts as a failure
 #   3. every stage on the canonical config and three odd configs, checks on, results as JSON
-#   4. the cuDNN baseline (every algorithm, forward and training) and PyTorch on the same
-#      configs, checks on
+#   4. the cuDNN baseline (every algorithm, forward and training) and PyTorch (forward and
+#      training) on the same configs and on the committed fixtures, checks on (a training pass's
+#      gradients where the training reference fits the CPU reference's budget)
 #   5. compute-sanitizer memcheck, racecheck and synccheck on every stage at a small config
 #   6. the benchmarks (scripts/bench.sh): DIR/bench.json and DIR/pytorch.jsonl
 # Logs and results go into DIR. Exit status: 0 everything passed, 1 anything failed (the summary
@@ -172,6 +173,35 @@ json_file=canonical.jsonl run_step pytorch.canonical pytorch_checked
 for i in "${!odd_configs[@]}"; do
   # shellcheck disable=SC2086
   json_file=odd.jsonl run_step "pytorch.odd$i" pytorch_checked ${odd_configs[$i]}
+done
+# PyTorch's training pass (torch.autograd.grad): the training fixture (inputs, dy, dhy, dcy, and
+# y, hy, cy and every gradient from nn.LSTM in float64), then the same configs, each checked on
+# every gradient where the training reference fits the CPU reference's budget (lstm_reference
+# --fits-budget says), else run unchecked, as the stages' own checks do.
+run_step pytorch_training.fixture "$python" baselines/pytorch/lstm_pytorch.py --training \
+  --load tests/data/pytorch_training_fixture
+pytorch_training_checked() {
+  local data fits status
+  fits=$("$build/bin/lstm_reference" "$@" --training --fits-budget) || return 1
+  echo "$fits"
+  data=$(mktemp -d)
+  if [[ $fits == yes:* ]]; then
+    "$build/bin/lstm_reference" "$@" --training --save-inputs "$data/problem" --dump "$data/reference" &&
+      "$python" baselines/pytorch/lstm_pytorch.py --training --load "$data/problem" \
+        --check-dir "$data/reference" --json "$out/$json_file"
+  else
+    "$build/bin/lstm_reference" "$@" --training --save-inputs "$data/problem" --no-reference &&
+      "$python" baselines/pytorch/lstm_pytorch.py --training --load "$data/problem" --no-check \
+        --json "$out/$json_file"
+  fi
+  status=$?
+  rm -rf "$data"
+  return $status
+}
+json_file=canonical.jsonl run_step pytorch_training.canonical pytorch_training_checked
+for i in "${!odd_configs[@]}"; do
+  # shellcheck disable=SC2086
+  json_file=odd.jsonl run_step "pytorch_training.odd$i" pytorch_training_checked ${odd_configs[$i]}
 done
 
 # ---- 5. compute-sanitizer on a small config (memory errors, shared-memory races, barriers)

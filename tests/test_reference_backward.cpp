@@ -522,5 +522,45 @@ TEST(ReferenceTraining, WrongSizesThrow) {
   expect_invalid(bad_params, upstream, "positive");
 }
 
+// training_tensors names the reference's results as output_layouts does (names, shapes, axes and
+// order: what a check compares and lstm_reference --training --dump writes), each with its values.
+TEST(ReferenceTraining, TensorsByNameFollowOutputLayouts) {
+  const ProblemSize size{5, 3, 2, 4, 2};
+  const LstmParams params = random_params(size, 707);
+  const ReferenceTraining training = reference_training(params, random_upstream(size, 708));
+  const std::vector<ReferenceTensor> tensors = training_tensors(size, training);
+  const std::vector<OutputTensor> layouts = output_layouts(size, StageKind::kTraining);
+  ASSERT_EQ(tensors.size(), layouts.size());
+  std::vector<const std::vector<double>*> expected = {
+      &training.forward.y,    &training.forward.hy,    &training.forward.cy,
+      &training.gradients.dx, &training.gradients.dh0, &training.gradients.dc0};
+  for (const ReferenceLayerGradients& layer : training.gradients.layers) {
+    for (const std::vector<double>* v : {&layer.w_ih, &layer.w_hh, &layer.b_ih, &layer.b_hh})
+      expected.push_back(v);
+  }
+  ASSERT_EQ(expected.size(), tensors.size());
+  for (std::size_t i = 0; i < tensors.size(); ++i) {
+    EXPECT_EQ(tensors[i].name, layouts[i].name);
+    EXPECT_EQ(tensors[i].shape, layouts[i].shape) << tensors[i].name;
+    EXPECT_EQ(tensors[i].axes, layouts[i].axes) << tensors[i].name;
+    EXPECT_EQ(tensors[i].values, *expected[i]) << tensors[i].name;
+  }
+  EXPECT_EQ(tensors[3].name, "dx");
+  EXPECT_EQ(tensors.back().name, "grad_bias_hh_l1");
+
+  ReferenceTraining missing_layer = training;
+  missing_layer.gradients.layers.pop_back();
+  EXPECT_THROW(training_tensors(size, missing_layer), std::invalid_argument);
+  ReferenceTraining short_dx = training;
+  short_dx.gradients.dx.pop_back();
+  try {
+    training_tensors(size, short_dx);
+    ADD_FAILURE() << "a dx of the wrong size was accepted";
+  } catch (const std::invalid_argument& error) {
+    EXPECT_NE(std::string(error.what()).find("dx has 23 values"), std::string::npos)
+        << error.what();
+  }
+}
+
 }  // namespace
 }  // namespace lstm

@@ -1,12 +1,21 @@
 #!/usr/bin/env python3
-"""PyTorch baseline: times torch.nn.LSTM's forward pass in FP32 on a CUDA GPU.
+"""PyTorch baseline: times torch.nn.LSTM in FP32 on a CUDA GPU, the forward pass or (--training)
+the training pass through autograd.
 
-What it measures: the forward pass of torch.nn.LSTM (inference, torch.inference_mode) in float32
-with TF32 switched off (torch.backends.cuda.matmul.allow_tf32 = False,
-torch.backends.cudnn.allow_tf32 = False), through the same data contract, checks, timing and JSON
-result record as the C++ stages (see docs/design.md). Underneath, PyTorch runs cuDNN's RNN with the
-STANDARD algorithm for FP32 (the persistent algorithms are used only for some half-precision
-cases), so this is what most users of nn.LSTM get.
+What it measures: torch.nn.LSTM in float32 with TF32 switched off
+(torch.backends.cuda.matmul.allow_tf32 = False, torch.backends.cudnn.allow_tf32 = False), through
+the same data contract, checks, timing and JSON result record as the C++ stages (see
+docs/design.md). Underneath, PyTorch runs cuDNN's RNN with the STANDARD algorithm for FP32 (the
+persistent algorithms are used only for some half-precision cases), so this is what most users
+of nn.LSTM get.
+
+  forward (default, "stage": "pytorch"): the forward pass in inference (torch.inference_mode).
+  --training ("stage": "pytorch_training"): the forward pass keeping its autograd graph, then
+      torch.autograd.grad((y, hy, cy), (x, h0, c0, *parameters), (dy, dhy, dcy)): the gradients
+      dx, dh0, dc0 and grad_{weight,bias}_{ih,hh}_l{k} of docs/design.md ("The training pass").
+      The upstream gradients dy, dhy, dcy come from the --load folder; where it has none of them
+      they are generated from --seed (default 1) exactly as the C++ generator makes them
+      (SplitMix64, common/core/lstm_data.cpp), so that every implementation sees the same ones.
 
 How to run it (sizes come from the files; the C++ generator's data come from lstm_reference):
 
@@ -14,8 +23,14 @@ How to run it (sizes come from the files; the C++ generator's data come from lst
         --save-inputs /tmp/canonical --dump /tmp/canonical
     python3 baselines/pytorch/lstm_pytorch.py --load /tmp/canonical --json results.jsonl
 
-    # the committed fixture (inputs, parameters and outputs):
+    # the training pass, checked against the training reference (y, hy, cy and every gradient)
+    build/bin/lstm_reference --hidden 64 --batch 8 --seq 20 --layers 2 --training \\
+        --save-inputs /tmp/small --dump /tmp/small-ref
+    python3 baselines/pytorch/lstm_pytorch.py --training --load /tmp/small --check-dir /tmp/small-ref
+
+    # the committed fixtures (inputs, parameters, outputs; the training one also every gradient):
     python3 baselines/pytorch/lstm_pytorch.py --load tests/data/pytorch_fixture
+    python3 baselines/pytorch/lstm_pytorch.py --training --load tests/data/pytorch_training_fixture
 
     # big sweeps: save the inputs only, check against a reference dumped elsewhere, or not at all
     build/bin/lstm_reference --hidden 2048 --save-inputs /tmp/h2048 --no-reference
@@ -24,11 +39,14 @@ How to run it (sizes come from the files; the C++ generator's data come from lst
     # no files: the script draws its own data (torch.manual_seed), so nothing can be checked
     python3 baselines/pytorch/lstm_pytorch.py --hidden 1024 --batch 64 --no-check
 
-The checked run comes first (no timing code around it): y, hy and cy are compared with the
-reference outputs (--check-dir, or y.npy/hy.npy/cy.npy inside the --load folder) with the
-harness's rule, ||out - ref|| / ||ref|| <= 1e-5 and max |out - ref| <= 1e-4, NaN/Inf failing.
-Then --warmup untimed and --iters timed forward passes, each between two CUDA events on the
-current stream; the median, min and max are reported with TFLOP/s and us per step-layer.
+The checked run comes first (no timing code around it): y, hy and cy (and for --training every
+gradient) are compared with the reference's (--check-dir, or the --load folder if it holds
+reference outputs) with the harness's rule, per tensor ||out - ref|| / ||ref|| <= 1e-5 and
+max |out - ref| <= 1e-4, NaN/Inf failing. Then --warmup untimed and --iters timed runs, each
+between two CUDA events on the current stream; the median, min and max are reported with TFLOP/s
+and us per step-layer. A training pass is timed three ways, each on its own as the C++ harness
+does: the whole pass (forward with its graph, then backward), the forward with its graph alone,
+and the backward alone (each after an untimed forward that builds the graph it consumes).
 
 Needs numpy and, to run anything, PyTorch with a CUDA GPU. Where PyTorch or a GPU is missing it
 says so and exits 0 (nothing was run). Exit codes: 0 done (or nothing to run here), 1 an error
@@ -47,10 +65,15 @@ import sys
 from pathlib import Path
 
 STAGE = "pytorch"
+TRAINING_STAGE = "pytorch_training"
 REPO_ROOT = Path(__file__).resolve().parent.parent.parent  # baselines/pytorch/ -> the repository
 DEFAULTS = {"hidden": 512, "batch": 64, "seq": 100, "layers": 4}  # I defaults to H
+DEFAULT_SEED = 1
+MAX_SEED = 2**64 - 1
 MAX_RELATIVE_NORM = 1e-5  # the FP32 bounds of docs/design.md
 MAX_ABSOLUTE = 1e-4
+PARAMETER_STEMS = ("weight_ih", "weight_hh", "bias_ih", "bias_hh")
+UPSTREAM_NAMES = ("dy", "dhy", "dcy")
 
 
 class Failure(Exception):
@@ -82,35 +105,93 @@ def non_negative_int(text: str) -> int:
     return value
 
 
+def seed_value(text: str) -> int:
+    value = non_negative_int(text)
+    if value > MAX_SEED:
+        raise argparse.ArgumentTypeError(f"{value} is above 2^64 - 1 = {MAX_SEED}")
+    return value
+
+
 def existing_dir(text: str) -> str:
     if not os.path.isdir(text):
         raise argparse.ArgumentTypeError(f"directory does not exist: {text}")
     return text
 
 
+def nearest_existing_ancestor(path: str) -> str:
+    parent = os.path.dirname(os.path.abspath(path))
+    while not os.path.exists(parent) and os.path.dirname(parent) != parent:
+        parent = os.path.dirname(parent)
+    return parent
+
+
+def output_dir_problem(path: str) -> str | None:
+    """Why `path` cannot take the --dump outputs (a folder written into or created), or None."""
+    if not path:
+        return "needs a folder name, got an empty one"
+    if os.path.exists(path):
+        if not os.path.isdir(path):
+            return "exists and is not a folder"
+        return None if os.access(path, os.W_OK | os.X_OK) else "cannot write into it"
+    parent = nearest_existing_ancestor(path)
+    if not os.path.isdir(parent):
+        return f"its parent {parent} is not a folder"
+    return None if os.access(parent, os.W_OK | os.X_OK) else f"cannot create it in {parent}"
+
+
+def output_file_problem(path: str) -> str | None:
+    """Why the JSON record cannot be appended to `path`, or None."""
+    if not path:
+        return "needs a file name, got an empty one"
+    if os.path.exists(path):
+        if os.path.isdir(path):
+            return "is a folder, not a file"
+        return None if os.access(path, os.W_OK) else "cannot write to it"
+    parent = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(parent):
+        return f"its folder {parent} does not exist"
+    return None if os.access(parent, os.W_OK | os.X_OK) else f"cannot create it in {parent}"
+
+
+def has_upstream_files(folder: str) -> bool:
+    """Whether `folder` holds any of dy.npy, dhy.npy, dcy.npy (lstm::has_upstream_files)."""
+    return any((Path(folder) / f"{name}.npy").exists() for name in UPSTREAM_NAMES)
+
+
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="lstm_pytorch.py",
-        description="LSTM forward pass (pytorch): torch.nn.LSTM, FP32 (TF32 off), timed on a CUDA "
-                    "GPU and checked against reference outputs.")
+        description="LSTM forward pass (pytorch), or with --training the training pass "
+                    "(pytorch_training: forward, then torch.autograd.grad): torch.nn.LSTM, FP32 "
+                    "(TF32 off), timed on a CUDA GPU and checked against reference outputs.")
     parser.add_argument("--hidden", type=positive_int,
                         help="H, hidden units per layer [default 512; with --load every size comes from the files]")
     parser.add_argument("--input-size", type=positive_int, help="I, input features of layer 0 [default: H]")
     parser.add_argument("--batch", type=positive_int, help="B, batch size [default 64]")
     parser.add_argument("--seq", type=positive_int, help="T, time steps [default 100]")
     parser.add_argument("--layers", type=positive_int, help="L, stacked layers [default 4]")
-    parser.add_argument("--iters", type=positive_int, default=20, help="timed forward passes [default 20]")
+    parser.add_argument("--iters", type=positive_int, default=20,
+                        help="timed passes (with --training: of each of total, forward, backward) [default 20]")
     parser.add_argument("--warmup", type=non_negative_int, default=3,
-                        help="untimed forward passes before timing [default 3]")
-    parser.add_argument("--seed", type=non_negative_int, default=1,
-                        help="torch.manual_seed of the script's own data (only without --load) [default 1]")
+                        help="untimed passes before timing [default 3]")
+    parser.add_argument("--seed", type=seed_value,
+                        help="without --load: torch.manual_seed of the script's own data; with --load and "
+                             "--training, where the folder has no dy.npy, dhy.npy, dcy.npy: the seed they are "
+                             "generated from, as the C++ generator does; refused with --load otherwise [default 1]")
     parser.add_argument("--no-check", action="store_true", help="skip the comparison with reference outputs")
+    parser.add_argument("--training", action="store_true",
+                        help="the training pass: forward keeping the autograd graph, then torch.autograd.grad"
+                             "((y, hy, cy), (x, h0, c0, *parameters), (dy, dhy, dcy)); checks and dumps every "
+                             "gradient too; the record is \"pytorch_training\", kind \"training\"")
     parser.add_argument("--load", type=existing_dir, metavar="DIR",
-                        help="read parameters and inputs (.npy, PyTorch names) from DIR; sizes come from the files")
+                        help="read parameters and inputs (.npy, PyTorch names; with --training also dy, dhy, "
+                             "dcy) from DIR; sizes come from the files")
     parser.add_argument("--check-dir", type=existing_dir, metavar="DIR",
-                        help="compare with y.npy, hy.npy, cy.npy in DIR (e.g. from lstm_reference --dump) "
-                             "[default: the --load folder, if it holds them]")
-    parser.add_argument("--dump", metavar="DIR", help="write y.npy, hy.npy, cy.npy into DIR")
+                        help="compare with y.npy, hy.npy, cy.npy (with --training also dx.npy, dh0.npy, "
+                             "dc0.npy and every grad_*_l{k}.npy) in DIR (e.g. from lstm_reference [--training] "
+                             "--dump) [default: the --load folder, if it holds them]")
+    parser.add_argument("--dump", metavar="DIR",
+                        help="write y.npy, hy.npy, cy.npy (with --training also every gradient) into DIR")
     parser.add_argument("--json", metavar="FILE", help="append one JSON result record to FILE")
     args = parser.parse_args(argv)
     if args.load is None and not args.no_check:
@@ -118,7 +199,41 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                      "(e.g. from lstm_reference --save-inputs DIR --dump DIR) or --no-check")
     if args.check_dir and args.no_check:
         parser.error("--check-dir and --no-check contradict each other")
+    if args.load is not None and args.seed is not None and (not args.training or has_upstream_files(args.load)):
+        parser.error(f"--seed {args.seed} has no effect: the data come from {args.load}"
+                     + (" (dy, dhy and dcy too)" if args.training else "") + " (leave --seed out, or --load out)")
+    # Output paths: checked before any work, so that a bad one costs nothing and writes nothing.
+    for flag, value, problem in (("--dump", args.dump, output_dir_problem),
+                                 ("--json", args.json, output_file_problem)):
+        if value is not None and (why := problem(value)) is not None:
+            parser.error(f"{flag} {value!r}: {why}")
     return args
+
+
+# ---------------------------------------------------------------------------------------------
+# Tensors by name: what a pass writes, with shapes and axis names (lstm::output_layouts)
+# ---------------------------------------------------------------------------------------------
+
+def output_layouts(size: tuple[int, ...], training: bool) -> list[tuple[str, tuple[int, ...], tuple[str, ...]]]:
+    """(name, shape, axes) of every tensor a pass writes, in common/core/named_tensor.cpp's order: y,
+    hy, cy; for training then dx, dh0, dc0 and per layer k grad_weight_ih_l{k}, grad_weight_hh_l{k},
+    grad_bias_ih_l{k}, grad_bias_hh_l{k}."""
+    H, I, B, T, L = size
+    state = ("layer", "b", "j")
+    layouts = [("y", (T, B, H), ("t", "b", "j")), ("hy", (L, B, H), state), ("cy", (L, B, H), state)]
+    if training:
+        layouts += [("dx", (T, B, I), ("t", "b", "i")), ("dh0", (L, B, H), state), ("dc0", (L, B, H), state)]
+        for k in range(L):
+            inputs = I if k == 0 else H
+            layouts += [(f"grad_weight_ih_l{k}", (4 * H, inputs), ("row", "col")),
+                        (f"grad_weight_hh_l{k}", (4 * H, H), ("row", "col")),
+                        (f"grad_bias_ih_l{k}", (4 * H,), ("row",)),
+                        (f"grad_bias_hh_l{k}", (4 * H,), ("row",))]
+    return layouts
+
+
+def shape_text(axes: tuple[str, ...]) -> str:
+    return "(" + ", ".join(axes) + ")"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -126,7 +241,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 # ---------------------------------------------------------------------------------------------
 
 def read_npy(np, path: Path, rank: int, layout: str):
-    """Reads a float32 little-endian C-order .npy file of `rank` dimensions."""
+    """Reads a float32 little-endian C-order .npy file of `rank` dimensions, every element finite."""
     if not path.is_file():
         raise Failure(f"{path}: missing (expected {layout}, float32)")
     try:
@@ -141,6 +256,12 @@ def read_npy(np, path: Path, rank: int, layout: str):
         raise Failure(f"{path}: expected {rank} dimensions {layout}, found shape {array.shape}")
     if 0 in array.shape:
         raise Failure(f"{path}: shape {array.shape} has a zero dimension")
+    finite = np.isfinite(array)
+    if not finite.all():
+        index = np.unravel_index(int(np.argmin(finite)), array.shape)
+        value = array[index]
+        raise Failure(f"{path}: element [{', '.join(str(int(i)) for i in index)}] is "
+                      f"{'NaN' if np.isnan(value) else 'Inf'}; every tensor must be finite")
     return array
 
 
@@ -184,31 +305,100 @@ def load_inputs(np, args: argparse.Namespace) -> dict:
     return data
 
 
-def reference_dir(args: argparse.Namespace) -> Path | None:
+# The C++ generator (common/core/lstm_data.cpp), for the upstream gradients: SplitMix64, one stream
+# per tensor derived from (seed, tensor id), 24 random bits per value. Values uniform in [-1, 1)
+# are -1 + 2 * k / 2^24 for an integer k < 2^24: exactly representable in float32, so numpy's
+# float32 arithmetic gives the C++ values bit for bit (tests/pytorch/test_upstream_generator.py
+# compares them with lstm_reference --training --save-inputs).
+MASK64 = 2**64 - 1
+SPLITMIX_INCREMENT = 0x9E3779B97F4A7C15
+SPLITMIX_MULTIPLIERS = (0xBF58476D1CE4E5B9, 0x94D049BB133111EB)
+STREAM_KEY = 0xA0761D6478BD642F
+UPSTREAM_TENSOR_IDS = {"dy": 4, "dhy": 5, "dcy": 6}  # lstm::generate_upstream's
+
+
+def splitmix64_mix(z: int) -> int:
+    z = ((z ^ (z >> 30)) * SPLITMIX_MULTIPLIERS[0]) & MASK64
+    z = ((z ^ (z >> 27)) * SPLITMIX_MULTIPLIERS[1]) & MASK64
+    return z ^ (z >> 31)
+
+
+def uniform_unit_tensor(np, count: int, seed: int, tensor_id: int, chunk: int = 1 << 20):
+    """`count` float32 values uniform in [-1, 1) from the C++ generator's stream (seed, tensor_id)."""
+    seeder_state = seed ^ ((STREAM_KEY * (tensor_id + 1)) & MASK64)
+    generator_state = splitmix64_mix((seeder_state + SPLITMIX_INCREMENT) & MASK64)  # seeder.next()
+    values = np.empty(count, dtype=np.float32)
+    increment, start = np.uint64(SPLITMIX_INCREMENT), np.uint64(generator_state)
+    first, second = (np.uint64(m) for m in SPLITMIX_MULTIPLIERS)
+    for begin in range(0, count, chunk):
+        end = min(count, begin + chunk)
+        # The n-th value (n from 1) comes from the state start + n * increment (mod 2^64).
+        z = np.arange(begin + 1, end + 1, dtype=np.uint64) * increment + start
+        z = (z ^ (z >> np.uint64(30))) * first
+        z = (z ^ (z >> np.uint64(27))) * second
+        z ^= z >> np.uint64(31)
+        unit = (z >> np.uint64(40)).astype(np.float32) * np.float32(1.0 / 16777216.0)
+        values[begin:end] = np.float32(-1.0) + np.float32(2.0) * unit
+    return values
+
+
+def generate_upstream(np, size: tuple[int, ...], seed: int) -> dict:
+    """dy (T, B, H), dhy and dcy (L, B, H) as lstm::generate_upstream makes them from `seed`."""
+    H, _, B, T, L = size
+    shapes = {"dy": (T, B, H), "dhy": (L, B, H), "dcy": (L, B, H)}
+    return {name: uniform_unit_tensor(np, math.prod(shape), seed, UPSTREAM_TENSOR_IDS[name]).reshape(shape)
+            for name, shape in shapes.items()}
+
+
+def load_upstream(np, folder: Path, size: tuple[int, ...], seed: int) -> tuple[dict, bool]:
+    """dy, dhy, dcy from `folder`, or generated from `seed` where it has none of them (as
+    lstm::load_upstream); returns them and whether they were generated."""
+    H, _, B, T, L = size
+    present = [name for name in UPSTREAM_NAMES if (folder / f"{name}.npy").exists()]
+    if not present:
+        return generate_upstream(np, size, seed), True
+    if len(present) != len(UPSTREAM_NAMES):
+        absent = [f"{name}.npy" for name in UPSTREAM_NAMES if name not in present]
+        raise Failure(f"{folder}: has {', '.join(f'{name}.npy' for name in present)} but not {', '.join(absent)} "
+                      "(give all three upstream gradients, or none to generate them from the seed)")
+    return {"dy": read_shaped(np, folder / "dy.npy", (T, B, H), "(T, B, H)"),
+            "dhy": read_shaped(np, folder / "dhy.npy", (L, B, H), "(L, B, H)"),
+            "dcy": read_shaped(np, folder / "dcy.npy", (L, B, H), "(L, B, H)")}, False
+
+
+def reference_dir(args: argparse.Namespace, layouts) -> Path | None:
     """Where the reference outputs are: --check-dir, else the --load folder if it holds them."""
     if args.no_check:
         return None
     if args.check_dir:
         return Path(args.check_dir)
     folder = Path(args.load)
-    if any((folder / f"{name}.npy").exists() for name in ("y", "hy", "cy")):
+    if any((folder / f"{name}.npy").exists() for name, _, _ in layouts):
         return folder
-    raise Failure(f"{folder} holds no reference outputs (y.npy, hy.npy, cy.npy): "
-                  "give --check-dir (lstm_reference --dump) or --no-check")
+    names = "y.npy, hy.npy, cy.npy" + (", dx.npy, ... every gradient" if args.training else "")
+    raise Failure(f"{folder} holds no reference outputs ({names}): give --check-dir "
+                  f"(lstm_reference{' --training' if args.training else ''} --dump) or --no-check")
 
 
-def load_reference(np, folder: Path, size: tuple[int, ...]) -> dict:
-    H, _, B, T, L = size
-    return {"y": read_shaped(np, folder / "y.npy", (T, B, H), "(T, B, H)"),
-            "hy": read_shaped(np, folder / "hy.npy", (L, B, H), "(L, B, H)"),
-            "cy": read_shaped(np, folder / "cy.npy", (L, B, H), "(L, B, H)")}
+def load_reference(np, folder: Path, layouts, training: bool) -> dict:
+    """Every tensor of `layouts` from `folder` (the reference's --dump)."""
+    reference = {}
+    for name, shape, axes in layouts:
+        path = folder / f"{name}.npy"
+        if not path.exists():
+            what = ("a training check compares y, hy, cy and every gradient: give --check-dir DIR with "
+                    "lstm_reference --training --dump DIR's files, or --no-check" if training else
+                    "give --check-dir DIR with lstm_reference --dump DIR's files, or --no-check")
+            raise Failure(f"{path}: missing (expected {shape_text(axes)} = {shape}, float32); {what}")
+        reference[name] = read_shaped(np, path, shape, shape_text(axes))
+    return reference
 
 
 # ---------------------------------------------------------------------------------------------
-# Checking (the harness's rule, common/validate.cpp)
+# Checking (the harness's rule, common/core/check.cpp)
 # ---------------------------------------------------------------------------------------------
 
-def compare_tensor(np, name: str, out, ref) -> dict:
+def compare_tensor(np, name: str, axes: tuple[str, ...], out, ref) -> dict:
     """Compares `out` with `ref` element by element, as lstm::compare_tensor does."""
     out64 = np.asarray(out, dtype=np.float64).ravel()
     ref64 = np.asarray(ref, dtype=np.float64).ravel()
@@ -221,9 +411,11 @@ def compare_tensor(np, name: str, out, ref) -> dict:
     worst = int(np.argmin(finite)) if nonfinite else int(np.argmax(diff)) if diff.size else 0
     passed = (out64.size > 0 and nonfinite == 0 and relative_norm <= MAX_RELATIVE_NORM
               and max_absolute <= MAX_ABSOLUTE)
-    return {"name": name, "shape": tuple(np.shape(out)), "compared": int(out64.size),
+    severity = (math.inf if nonfinite or not out64.size else
+                max(relative_norm / MAX_RELATIVE_NORM, max_absolute / MAX_ABSOLUTE))
+    return {"name": name, "axes": axes, "shape": tuple(np.shape(out)), "compared": int(out64.size),
             "relative_norm": relative_norm, "max_absolute": max_absolute, "nonfinite": nonfinite,
-            "passed": bool(passed), "worst_index": worst,
+            "passed": bool(passed), "severity": severity, "worst_index": worst,
             "worst_value": float(out64[worst]) if out64.size else 0.0,
             "worst_reference": float(ref64[worst]) if ref64.size else 0.0}
 
@@ -237,9 +429,8 @@ def describe_check(np, check: dict) -> str:
         line += f", {check['nonfinite']} NaN/Inf"
     line += ")"
     if not check["passed"]:
-        axes = ("t", "b", "j") if check["name"] == "y" else ("layer", "b", "j")
         index = np.unravel_index(check["worst_index"], check["shape"]) if check["compared"] else ()
-        position = ", ".join(f"{axis}={int(i)}" for axis, i in zip(axes, index))
+        position = ", ".join(f"{axis}={int(i)}" for axis, i in zip(check["axes"], index))
         value = check["worst_value"]
         line += (f"\n  worst element {check['name']}[{position}] = {value:.9g}, "
                  f"reference {check['worst_reference']:.9g}"
@@ -247,8 +438,15 @@ def describe_check(np, check: dict) -> str:
     return line
 
 
+def check_outputs(np, outputs: dict, reference: dict, layouts) -> list[dict]:
+    checks = [compare_tensor(np, name, axes, outputs[name], reference[name]) for name, _, axes in layouts]
+    for check in checks:
+        print(describe_check(np, check))
+    return checks
+
+
 # ---------------------------------------------------------------------------------------------
-# Environment (the "env" of a result record, as common/environment.cpp collects it)
+# Environment (the "env" of a result record, as common/core/environment.cpp collects it)
 # ---------------------------------------------------------------------------------------------
 
 def command_output(command: list[str], cwd: Path | None = None) -> str:
@@ -337,12 +535,13 @@ def collect_environment(torch) -> dict:
 
 
 # ---------------------------------------------------------------------------------------------
-# Reporting (common/report.cpp)
+# Reporting (common/core/run_record.cpp)
 # ---------------------------------------------------------------------------------------------
 
-def flop_count(H: int, I: int, B: int, T: int, L: int) -> float:
-    """docs/design.md's count: sum over layers of 2*T*B*4H*(I_l + H)."""
-    return float(sum(2.0 * T * B * 4 * H * ((I if layer == 0 else H) + H) for layer in range(L)))
+def flop_count(H: int, I: int, B: int, T: int, L: int, training: bool = False) -> float:
+    """docs/design.md's count: sum over layers of 2*T*B*4H*(I_l + H); a training pass 3 times that."""
+    forward = float(sum(2.0 * T * B * 4 * H * ((I if layer == 0 else H) + H) for layer in range(L)))
+    return 3.0 * forward if training else forward
 
 
 def json_safe(value):
@@ -356,29 +555,38 @@ def json_safe(value):
     return value
 
 
-def json_record(size, data_source: str, warmup: int, runs_ms: list[float], stats: dict,
-                checks: list[dict] | None, env: dict) -> str:
-    """One result record, with the keys and nesting of lstm::json_record (sorted, compact, as
-    nlohmann::json dumps it), plus env["torch"]."""
-    H, I, B, T, L = size
-    flop = flop_count(*size)
+def check_record(checks: list[dict] | None, T: int) -> dict:
+    """The "check" of a record, with lstm::json_record's keys (and, as before, the steps)."""
     if checks is None:
-        check = {"performed": False}
-    else:
-        check = {"performed": True, "passed": all(c["passed"] for c in checks),
-                 "steps_checked": T, "steps_total": T,
-                 "tensors": {c["name"]: {"relative_norm": c["relative_norm"],
-                                         "max_absolute": c["max_absolute"],
-                                         "nonfinite": c["nonfinite"], "passed": c["passed"]}
-                             for c in checks}}
+        return {"performed": False}
+    worst = max(checks, key=lambda c: c["severity"]) if checks else None  # max(): the first of ties
+    return {"performed": True, "passed": all(c["passed"] for c in checks), "not_checked": [],
+            "worst_tensor": worst["name"] if worst else "", "steps_checked": T, "steps_total": T,
+            "tensors": {c["name"]: {"relative_norm": c["relative_norm"], "max_absolute": c["max_absolute"],
+                                    "nonfinite": c["nonfinite"], "missing": False, "passed": c["passed"],
+                                    "bound": {"relative_norm": MAX_RELATIVE_NORM, "max_absolute": MAX_ABSOLUTE}}
+                        for c in checks}}
+
+
+def json_record(size, training: bool, data_source: str, warmup: int, runs_ms: list[float], stats: dict,
+                phases: dict | None, checks: list[dict] | None, env: dict) -> str:
+    """One result record, with the keys and nesting of lstm::json_record (sorted, compact, as
+    nlohmann::json dumps it), plus env["torch"]. A training record times the whole pass in "ms"
+    and "runs_ms", and its forward and backward in "phases", as the C++ training records do."""
+    H, I, B, T, L = size
+    flop = flop_count(*size, training=training)
     record = {
-        "stage": STAGE, "series": "", "kind": "forward", "precision": "fp32",
+        "stage": TRAINING_STAGE if training else STAGE, "series": "",
+        "kind": "training" if training else "forward", "precision": "fp32",
         "hidden": H, "input_size": I, "batch": B, "seq_len": T, "layers": L,
         "dtype": "fp32", "data": data_source, "flop": flop, "warmup": warmup,
         "iters": len(runs_ms), "ms": {"median": stats["median"], "min": stats["min"], "max": stats["max"]},
         "runs_ms": runs_ms, "tflops": flop / (stats["median"] * 1e-3) / 1e12,
-        "us_per_step_layer": stats["median"] * 1e3 / (T * L), "check": check, "env": env,
+        "us_per_step_layer": stats["median"] * 1e3 / (T * L), "check": check_record(checks, T), "env": env,
     }
+    if phases is not None:
+        record["phases"] = {name: {"median": p["median"], "min": p["min"], "max": p["max"]}
+                            for name, p in phases.items()}
     return json.dumps(json_safe(record), sort_keys=True, separators=(",", ":"), allow_nan=False)
 
 
@@ -397,24 +605,67 @@ def describe_size(H: int, I: int, B: int, T: int, L: int) -> str:
 # The run
 # ---------------------------------------------------------------------------------------------
 
+def time_on_stream(torch, work, warmup: int, iters: int, before=None) -> list[float]:
+    """As the harness times a stage (common/harness/event_timing.cpp): `warmup` untimed runs, then
+    `iters` runs of `work`, each between two CUDA events on the current stream and waited for
+    before the next one starts. `before`, if given, runs untimed ahead of every run of `work`
+    (and is waited for); its result is passed to `work`. What `work` returns is kept until the
+    stop event is recorded, so that freeing it is not timed."""
+    stream = torch.cuda.current_stream()
+    for _ in range(warmup):
+        work(before() if before else None)
+    stream.synchronize()
+    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    runs_ms = []
+    for _ in range(iters):
+        prepared = None
+        if before is not None:
+            prepared = before()
+            stream.synchronize()
+        start.record(stream)
+        kept = work(prepared)
+        stop.record(stream)
+        stop.synchronize()
+        runs_ms.append(start.elapsed_time(stop))
+        del kept, prepared
+    torch.cuda.synchronize()
+    return runs_ms
+
+
+def write_dump(np, folder: str, outputs: dict) -> None:
+    Path(folder).mkdir(parents=True, exist_ok=True)
+    for name, array in outputs.items():
+        np.save(Path(folder) / f"{name}.npy", np.ascontiguousarray(array, dtype="<f4"))
+    names = ", ".join(f"{name}.npy" for name in list(outputs)[:6]) + (", ... every gradient" if len(outputs) > 6 else "")
+    print(f"dump: {len(outputs)} tensors ({names}) written to {folder}")
+
+
 def run(args: argparse.Namespace) -> int:
     try:
         import numpy as np
     except ImportError:
         raise Failure("numpy is required (pip install numpy, or scripts/setup.sh's .venv)") from None
+    name = TRAINING_STAGE if args.training else STAGE
+    seed = DEFAULT_SEED if args.seed is None else args.seed
 
     # Everything that can be read and validated without torch is, first.
     data = load_inputs(np, args) if args.load else None
-    check_dir = reference_dir(args)
-    reference = load_reference(np, check_dir, data["size"]) if check_dir else None
+    upstream, upstream_note = None, ""
+    if data is not None and args.training:
+        upstream, generated = load_upstream(np, Path(args.load), data["size"], seed)
+        upstream_note = (f"; dy, dhy, dcy generated from seed {seed} (the C++ generator's)" if generated
+                         else "")
+    layouts = output_layouts(data["size"], args.training) if data is not None else None
+    check_dir = reference_dir(args, layouts)
+    reference = load_reference(np, check_dir, layouts, args.training) if check_dir else None
 
     try:
         import torch
     except ImportError:
-        print("pytorch baseline: PyTorch is not installed here; nothing was run")
+        print(f"{name} baseline: PyTorch is not installed here; nothing was run")
         return 0
     if not torch.cuda.is_available():
-        print(f"pytorch baseline: no CUDA GPU is available to PyTorch {torch.__version__} here; nothing was run")
+        print(f"{name} baseline: no CUDA GPU is available to PyTorch {torch.__version__} here; nothing was run")
         return 0
 
     torch.backends.cuda.matmul.allow_tf32 = False  # FP32 means FP32: no TF32 in the GEMMs
@@ -424,83 +675,114 @@ def run(args: argparse.Namespace) -> int:
     # Data: loaded (sizes from the files) or drawn by torch (uniform, as nn.LSTM initializes).
     if data is not None:
         H, I, B, T, L = data["size"]
-        data_source = f"loaded from {args.load}"
+        data_source = f"loaded from {args.load}{upstream_note}"
         lstm = torch.nn.LSTM(I, H, num_layers=L)
         with torch.no_grad():
-            for name, parameter in lstm.named_parameters():
-                parameter.copy_(torch.from_numpy(data[name]))
-        x, h0, c0 = (torch.from_numpy(data[name]) for name in ("x", "h0", "c0"))
+            for parameter_name, parameter in lstm.named_parameters():
+                parameter.copy_(torch.from_numpy(data[parameter_name]))
+        x, h0, c0 = (torch.from_numpy(data[tensor]) for tensor in ("x", "h0", "c0"))
+        if args.training:
+            dy, dhy, dcy = (torch.from_numpy(upstream[tensor]) for tensor in UPSTREAM_NAMES)
     else:
         H = args.hidden or DEFAULTS["hidden"]
         I = args.input_size or H
         B, T, L = (args.batch or DEFAULTS["batch"], args.seq or DEFAULTS["seq"],
                    args.layers or DEFAULTS["layers"])
-        data_source = (f"generated by torch (torch.manual_seed({args.seed}), uniform; "
+        data_source = (f"generated by torch (torch.manual_seed({seed}), uniform; "
                        "not the C++ generator's data)")
-        torch.manual_seed(args.seed)
+        torch.manual_seed(seed)
         lstm = torch.nn.LSTM(I, H, num_layers=L)  # weights uniform in [-1/sqrt(H), 1/sqrt(H)]
         x = torch.empty(T, B, I).uniform_(-1.0, 1.0)
         h0 = torch.empty(L, B, H).uniform_(-1.0, 1.0)
         c0 = torch.empty(L, B, H).uniform_(-1.0, 1.0)
+        if args.training:
+            dy = torch.empty(T, B, H).uniform_(-1.0, 1.0)
+            dhy = torch.empty(L, B, H).uniform_(-1.0, 1.0)
+            dcy = torch.empty(L, B, H).uniform_(-1.0, 1.0)
+        layouts = output_layouts((H, I, B, T, L), args.training)
     size = (H, I, B, T, L)
-    lstm = lstm.to(device=device, dtype=torch.float32).eval()
+    lstm = lstm.to(device=device, dtype=torch.float32)
+    # Training mode for the training pass: cuDNN then keeps what its backward needs (eval mode
+    # refuses a backward); the same numbers either way, as the model has no dropout.
+    lstm.train(args.training)
     lstm.flatten_parameters()
     x, h0, c0 = (t.to(device=device, dtype=torch.float32).contiguous() for t in (x, h0, c0))
     env = collect_environment(torch)
-    print(f"{STAGE}  {describe_size(*size)}  fp32  {data_source}  on {env['gpu']}  "
-          f"(torch {env['torch']}, cuDNN {env['cudnn']}, TF32 off)")
+    print(f"{name}  {describe_size(*size)}  {'training' if args.training else 'forward'} fp32  {data_source}  "
+          f"on {env['gpu']}  (torch {env['torch']}, cuDNN {env['cudnn']}, TF32 off)")
 
-    def forward():
-        return lstm(x, (h0, c0))
+    if args.training:
+        dy, dhy, dcy = (t.to(device=device, dtype=torch.float32).contiguous() for t in (dy, dhy, dcy))
+        for tensor in (x, h0, c0):
+            tensor.requires_grad_(True)
+        parameters = [getattr(lstm, f"{stem}_l{k}") for k in range(L) for stem in PARAMETER_STEMS]
+        gradient_names = ["dx", "dh0", "dc0"] + [f"grad_{stem}_l{k}" for k in range(L) for stem in PARAMETER_STEMS]
 
-    with torch.inference_mode():
+        def forward(_=None):  # the forward pass keeping its autograd graph (what backward needs)
+            y, (hy, cy) = lstm(x, (h0, c0))
+            return y, hy, cy
+
+        def backward(outputs):  # every gradient; the graph of `outputs` is consumed
+            return torch.autograd.grad(outputs, (x, h0, c0, *parameters), (dy, dhy, dcy))
+
+        def whole_pass(_=None):
+            return backward(forward())
+    else:
+        def forward(_=None):
+            return lstm(x, (h0, c0))
+
+    def checked_outputs() -> dict:
+        if args.training:
+            y, hy, cy = forward()
+            gradients = backward((y, hy, cy))
+            tensors = {"y": y, "hy": hy, "cy": cy, **dict(zip(gradient_names, gradients))}
+        else:
+            y, (hy, cy) = forward()
+            tensors = {"y": y, "hy": hy, "cy": cy}
+        torch.cuda.synchronize()
+        return {tensor_name: tensor.detach().cpu().numpy() for tensor_name, tensor in tensors.items()}
+
+    grad_mode = torch.enable_grad() if args.training else torch.inference_mode()
+    phases = None
+    with grad_mode:
         # The checked run: no timing code around it.
         checks = None
         if reference is not None or args.dump:
-            y, (hy, cy) = forward()
-            torch.cuda.synchronize()
-            outputs = {"y": y.cpu().numpy(), "hy": hy.cpu().numpy(), "cy": cy.cpu().numpy()}
+            outputs = checked_outputs()
             if args.dump:
-                Path(args.dump).mkdir(parents=True, exist_ok=True)
-                for name, array in outputs.items():
-                    np.save(Path(args.dump) / f"{name}.npy", np.ascontiguousarray(array, dtype="<f4"))
-                print(f"dump: y.npy, hy.npy, cy.npy written to {args.dump}")
+                write_dump(np, args.dump, outputs)
             if reference is not None:
-                checks = [compare_tensor(np, name, outputs[name], reference[name]) for name in ("y", "hy", "cy")]
-                for check in checks:
-                    print(describe_check(np, check))
+                checks = check_outputs(np, outputs, reference, layouts)
                 if not all(check["passed"] for check in checks):
-                    print(f"{STAGE}: check FAILED against the reference in {check_dir} (FP32 bounds: "
+                    print(f"{name}: check FAILED against the reference in {check_dir} (FP32 bounds: "
                           "rel-norm 1e-5, max-abs 1e-4)\nDisposition: Failed", file=sys.stderr)
                     return 1
         if checks is None:
             print("check: skipped (--no-check)")
 
-        # Timed runs, as the harness times a stage (common/timing.cpp): warm-up, then each run
-        # between two events on the current stream, waited for before the next one starts.
-        stream = torch.cuda.current_stream()
-        for _ in range(args.warmup):
-            forward()
-        stream.synchronize()
-        start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        runs_ms = []
-        for _ in range(args.iters):
-            start.record(stream)
-            forward()
-            stop.record(stream)
-            stop.synchronize()
-            runs_ms.append(start.elapsed_time(stop))
-        torch.cuda.synchronize()
+        # Timed runs. A training pass: the whole pass, then its forward (with the graph) and its
+        # backward (after an untimed forward each time), each timed on its own.
+        if args.training:
+            runs_ms = time_on_stream(torch, whole_pass, args.warmup, args.iters)
+            phases = {"forward": summarize(time_on_stream(torch, forward, args.warmup, args.iters)),
+                      "backward": summarize(time_on_stream(torch, backward, args.warmup, args.iters,
+                                                           before=forward))}
+        else:
+            runs_ms = time_on_stream(torch, forward, args.warmup, args.iters)
 
     stats = summarize(runs_ms)
-    tflops = flop_count(*size) / (stats["median"] * 1e-3) / 1e12
-    print(f"time {STAGE}  {describe_size(*size)}  fp32  median {stats['median']:.3f} ms "
-          f"(min {stats['min']:.3f}, max {stats['max']:.3f}, {len(runs_ms)} runs)  {tflops:.2f} TFLOP/s  "
-          f"{stats['median'] * 1e3 / (T * L):.2f} us/step-layer  on {env['gpu']}")
+    tflops = flop_count(*size, training=args.training) / (stats["median"] * 1e-3) / 1e12
+    print(f"time {name}  {describe_size(*size)}  {'training' if args.training else 'forward'} fp32  "
+          f"median {stats['median']:.3f} ms (min {stats['min']:.3f}, max {stats['max']:.3f}, {len(runs_ms)} runs)  "
+          f"{tflops:.2f} TFLOP/s  {stats['median'] * 1e3 / (T * L):.2f} us/step-layer  on {env['gpu']}")
+    if phases is not None:
+        print(f"  of which forward (keeping what backward needs) median {phases['forward']['median']:.3f} ms, "
+              f"backward median {phases['backward']['median']:.3f} ms (each timed on its own)")
     if args.json:
         try:
             with open(args.json, "a", encoding="utf-8") as file:
-                file.write(json_record(size, data_source, args.warmup, runs_ms, stats, checks, env) + "\n")
+                file.write(json_record(size, args.training, data_source, args.warmup, runs_ms, stats, phases,
+                                       checks, env) + "\n")
         except OSError as error:
             raise Failure(f"{args.json}: cannot append the JSON record ({error.strerror})") from None
         print(f"json: record appended to {args.json}")
@@ -510,13 +792,14 @@ def run(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    name = TRAINING_STAGE if args.training else STAGE
     try:
         return run(args)
     except Failure as error:
-        print(f"{STAGE}: error: {error}", file=sys.stderr)
+        print(f"{name}: error: {error}", file=sys.stderr)
         return 1
     except RuntimeError as error:  # torch's errors, e.g. torch.cuda.OutOfMemoryError
-        print(f"{STAGE}: error: {type(error).__name__}: {error}", file=sys.stderr)
+        print(f"{name}: error: {type(error).__name__}: {error}", file=sys.stderr)
         return 1
 
 

@@ -36,15 +36,7 @@ ReferenceForCheck compute_reference(const LstmParams& params, StageKind kind,
     if (upstream == nullptr)
       throw std::invalid_argument("compute_reference: no upstream gradients");
     if (training_reference_fits(size)) {
-      const ReferenceTraining ref = reference_training(params, *upstream);
-      std::vector<const std::vector<double>*> values = {&ref.forward.y,     &ref.forward.hy,
-                                                        &ref.forward.cy,    &ref.gradients.dx,
-                                                        &ref.gradients.dh0, &ref.gradients.dc0};
-      for (const ReferenceLayerGradients& layer : ref.gradients.layers) {
-        for (const std::vector<double>* v : {&layer.w_ih, &layer.w_hh, &layer.b_ih, &layer.b_hh})
-          values.push_back(v);
-      }
-      check.tensors = with_values(output_layouts(size, kind), values);
+      check.tensors = training_tensors(size, reference_training(params, *upstream));
       return check;
     }
     std::ostringstream note;

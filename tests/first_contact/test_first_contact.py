@@ -8,7 +8,10 @@ before it looks for a GPU) on every case of two tables and requires, for each:
   - no number longer than 20 digits anywhere in the output,
   - nothing written to the output paths the command line named.
 
-usage: test_first_contact.py BIN_DIR FIXTURE_DIR
+A third table breaks the upstream gradients (dy, dhy, dcy) of the training fixture for
+lstm_reference --training.
+
+usage: test_first_contact.py BIN_DIR FIXTURE_DIR TRAINING_FIXTURE_DIR
 """
 import os
 import re
@@ -19,7 +22,7 @@ import sys
 import tempfile
 import unittest
 
-BIN, FIXTURE = sys.argv[1], sys.argv[2]
+BIN, FIXTURE, TRAINING_FIXTURE = sys.argv[1], sys.argv[2], sys.argv[3]
 REFERENCE = os.path.join(BIN, "lstm_reference")
 STAGE = os.path.join(BIN, "lstm_forward_00_naive")
 
@@ -138,6 +141,18 @@ BAD_INPUTS = [
     ("bias_hh_l2 truncated", truncate("bias_hh_l2.npy", 100), "bias_hh_l2.npy"),
 ]
 
+#(label, how the training fixture's upstream gradients are broken, the file the message must name)
+BAD_TRAINING_INPUTS = [
+    ("dy missing, dhy and dcy there", remove("dy.npy"), "dy.npy"),
+    ("dcy missing, dy and dhy there", remove("dcy.npy"), "dcy.npy"),
+    ("NaN in dhy", set_value("dhy.npy", 4, NAN), "dhy.npy"),
+    ("Inf in dy", set_value("dy.npy", 0, INF), "dy.npy"),
+    ("dy of another T", replace_shape("dy.npy", (4, 3, 11)), "dy.npy"),
+    ("dhy of another L", replace_shape("dhy.npy", (2, 3, 11)), "dhy.npy"),
+    ("float64 dcy", retype("dcy.npy"), "dcy.npy"),
+    ("truncated dhy", truncate("dhy.npy", 90), "dhy.npy"),
+]
+
 #(label, arguments, exit code, what the message must name)
 BAD_ARGUMENTS = [
     ("zero hidden", ["--hidden", "0"], 2, "--hidden"),
@@ -242,6 +257,20 @@ class FirstContact(unittest.TestCase):
                 self.expect(label, STAGE, ["--load", folder], 1, names, self.stage_outputs())
             with self.subTest(program="reference", case=label):
                 self.expect(label, REFERENCE, ["--load", folder], 1, names,
+                            self.reference_outputs())
+
+    def test_bad_training_inputs(self):
+        for label, change, names in BAD_TRAINING_INPUTS:
+            folder = os.path.join(self.tmp, "in")
+            shutil.rmtree(folder, ignore_errors=True)
+            shutil.copytree(TRAINING_FIXTURE, folder)
+            for extra in os.listdir(folder):  # inputs only: no outputs, gradients or meta.json
+                if extra == "meta.json" or extra.startswith("grad_") or extra in (
+                        "y.npy", "hy.npy", "cy.npy", "dx.npy", "dh0.npy", "dc0.npy"):
+                    os.remove(os.path.join(folder, extra))
+            change(folder)
+            with self.subTest(program="reference --training", case=label):
+                self.expect(label, REFERENCE, ["--training", "--load", folder], 1, names,
                             self.reference_outputs())
 
     def test_the_unbroken_fixture_loads(self):
