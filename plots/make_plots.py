@@ -1648,16 +1648,25 @@ def results_table(results):
         return (f"| {name} | {m.median_ms:.3f} | {m.tflops:.2f} | {ratio(base_ms, m.median_ms)} "
                 f"| {previous} | {ratio(m.median_ms, best_ms)} |")
 
+    lines += table_rows(view, best, row)
+    return "\n".join(lines) + "\n\n" + footer(results, view)
+
+
+def table_rows(view, best, row):
+    """The rows of a results table, in its order: the stages (each with its speedup over the
+    previous stage), the cuDNN algorithms (`best` marked fastest), then PyTorch; `row(name, m,
+    previous="–")` formats one."""
+    rows = []
     for m in view.stages:
         before = view.previous(m.impl, m.precision)
-        lines.append(row(m.impl, m, ratio(before.median_ms, m.median_ms) if before else "–"))
+        rows.append(row(m.impl, m, ratio(before.median_ms, m.median_ms) if before else "–"))
     for m in view.cudnn:
         mark = " **(fastest cuDNN)**" if m is best else ""
-        lines.append(row(f"{display_name(m.impl)}{mark}", m))
+        rows.append(row(f"{display_name(m.impl)}{mark}", m))
     if view.pytorch:
         failed = " (check FAILED)" if view.pytorch.check == "FAILED" else ""
-        lines.append(row(f"{display_name(PYTORCH)}{failed}", view.pytorch))
-    return "\n".join(lines) + "\n\n" + footer(results, view)
+        rows.append(row(f"{display_name(PYTORCH)}{failed}", view.pytorch))
+    return rows
 
 
 def format_phase(m, phase):
@@ -1695,15 +1704,7 @@ def training_table(results):
                 f"| {format_phase(m, 'backward')} | {m.tflops:.2f} "
                 f"| {ratio(base_ms, m.median_ms)} | {previous} | {ratio(m.median_ms, best_ms)} |")
 
-    for m in view.stages:
-        before = view.previous(m.impl, m.precision)
-        lines.append(row(m.impl, m, ratio(before.median_ms, m.median_ms) if before else "–"))
-    for m in view.cudnn:
-        mark = " **(fastest cuDNN)**" if m is best else ""
-        lines.append(row(f"{display_name(m.impl)}{mark}", m))
-    if view.pytorch:
-        failed = " (check FAILED)" if view.pytorch.check == "FAILED" else ""
-        lines.append(row(f"{display_name(PYTORCH)}{failed}", view.pytorch))
+    lines += table_rows(view, best, row)
     return "\n".join(lines) + "\n\n" + footer(results, view)
 
 
