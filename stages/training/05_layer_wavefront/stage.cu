@@ -26,7 +26,7 @@ namespace {
 constexpr int kThreadsPerBlock = 256;  // element-wise kernels: one thread per element
 constexpr int kGates = 4;              // i, f, g, o
 constexpr int kGateI = 0, kGateF = 1, kGateG = 2, kGateO = 3;
-constexpr int kChunkSteps = 10;  // steps per chunk: what a layer hands its neighbour at once
+constexpr int kChunkSteps = 5;  // steps per chunk: what a layer hands its neighbour at once
 constexpr std::size_t kCublasWorkspaceBytes = 4 << 20;  // per cuBLAS handle
 
 // ---- element-wise kernels. Mapping for both: 1-D grid, one thread per element (b, j) of a
