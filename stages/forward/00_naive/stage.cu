@@ -83,9 +83,9 @@ __global__ void hidden_output_kernel(float* hidden_out, const float* output_gate
   hidden_out[index] = output_gate[index] * tanhf(cell[index]);
 }
 
-class NaiveStage final : public Stage {
+class ForwardPass final : public Stage {
  public:
-  ~NaiveStage() override {
+  ~ForwardPass() override {
     if (cublas_) cublasDestroy(cublas_);
   }
 
@@ -178,7 +178,7 @@ class NaiveStage final : public Stage {
 }  // namespace
 
 std::unique_ptr<Stage> make() {
-  return std::make_unique<NaiveStage>();
+  return std::make_unique<ForwardPass>();
 }
 
 }  // namespace lstm::LSTM_STAGE_NAMESPACE

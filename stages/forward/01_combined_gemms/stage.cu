@@ -92,9 +92,9 @@ __global__ void hidden_output_kernel(float* hidden_out, const float* output_gate
   hidden_out[index] = output_gate[gate_offset(index, hidden, stride)] * tanhf(cell[index]);
 }
 
-class CombinedGemmsStage final : public Stage {
+class ForwardPass final : public Stage {
  public:
-  ~CombinedGemmsStage() override {
+  ~ForwardPass() override {
     if (cublas_) cublasDestroy(cublas_);
   }
 
@@ -187,7 +187,7 @@ class CombinedGemmsStage final : public Stage {
 }  // namespace
 
 std::unique_ptr<Stage> make() {
-  return std::make_unique<CombinedGemmsStage>();
+  return std::make_unique<ForwardPass>();
 }
 
 }  // namespace lstm::LSTM_STAGE_NAMESPACE

@@ -103,9 +103,9 @@ __global__ void hidden_output_kernel(float* hidden_out, const float* output_gate
   hidden_out[index] = output_gate[gate_offset(index, hidden, stride)] * tanhf(cell[index]);
 }
 
-class StreamsStage final : public Stage {
+class ForwardPass final : public Stage {
  public:
-  ~StreamsStage() override {
+  ~ForwardPass() override {
     if (cublas_input_) cublasDestroy(cublas_input_);
     if (cublas_recurrent_) cublasDestroy(cublas_recurrent_);
     for (cudaEvent_t event : chunk_ready_)
@@ -261,7 +261,7 @@ class StreamsStage final : public Stage {
 }  // namespace
 
 std::unique_ptr<Stage> make() {
-  return std::make_unique<StreamsStage>();
+  return std::make_unique<ForwardPass>();
 }
 
 }  // namespace lstm::LSTM_STAGE_NAMESPACE

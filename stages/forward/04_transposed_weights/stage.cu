@@ -75,9 +75,9 @@ __global__ void lstm_pointwise_kernel(const float* gates, const float* b_ih, con
   hidden_out[index] = act[3] * tanhf(c);  // h = o * tanh(c)
 }
 
-class TransposedWeightsStage final : public Stage {
+class ForwardPass final : public Stage {
  public:
-  ~TransposedWeightsStage() override {
+  ~ForwardPass() override {
     if (cublas_input_) cublasDestroy(cublas_input_);
     if (cublas_recurrent_) cublasDestroy(cublas_recurrent_);
     for (cudaEvent_t event : chunk_ready_)
@@ -242,7 +242,7 @@ class TransposedWeightsStage final : public Stage {
 }  // namespace
 
 std::unique_ptr<Stage> make() {
-  return std::make_unique<TransposedWeightsStage>();
+  return std::make_unique<ForwardPass>();
 }
 
 }  // namespace lstm::LSTM_STAGE_NAMESPACE

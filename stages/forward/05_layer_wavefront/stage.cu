@@ -73,9 +73,9 @@ __global__ void lstm_pointwise_kernel(const float* gates, const float* b_ih, con
   hidden_out[index] = act[3] * tanhf(c);  // h = o * tanh(c)
 }
 
-class LayerWavefrontStage final : public Stage {
+class ForwardPass final : public Stage {
  public:
-  ~LayerWavefrontStage() override {
+  ~ForwardPass() override {
     for (Layer& layer : layers_) {
       if (layer.cublas_input) cublasDestroy(layer.cublas_input);
       if (layer.cublas_recurrent) cublasDestroy(layer.cublas_recurrent);
@@ -260,7 +260,7 @@ class LayerWavefrontStage final : public Stage {
 }  // namespace
 
 std::unique_ptr<Stage> make() {
-  return std::make_unique<LayerWavefrontStage>();
+  return std::make_unique<ForwardPass>();
 }
 
 }  // namespace lstm::LSTM_STAGE_NAMESPACE

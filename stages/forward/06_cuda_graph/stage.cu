@@ -71,9 +71,9 @@ __global__ void lstm_pointwise_kernel(const float* gates, const float* b_ih, con
   hidden_out[index] = act[3] * tanhf(c);  // h = o * tanh(c)
 }
 
-class CudaGraphStage final : public Stage {
+class ForwardPass final : public Stage {
  public:
-  ~CudaGraphStage() override {
+  ~ForwardPass() override {
     for (Layer& layer : layers_) {
       if (layer.cublas_input) cublasDestroy(layer.cublas_input);
       if (layer.cublas_recurrent) cublasDestroy(layer.cublas_recurrent);
@@ -303,7 +303,7 @@ class CudaGraphStage final : public Stage {
 }  // namespace
 
 std::unique_ptr<Stage> make() {
-  return std::make_unique<CudaGraphStage>();
+  return std::make_unique<ForwardPass>();
 }
 
 }  // namespace lstm::LSTM_STAGE_NAMESPACE
