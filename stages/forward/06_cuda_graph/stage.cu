@@ -208,7 +208,9 @@ class ForwardPass final : public Stage {
     for (int diagonal = 0; diagonal < chunks + s.layers - 1; ++diagonal) {
       for (int l = 0; l < s.layers; ++l) {
         const int chunk = diagonal - l;
-        if (chunk >= 0 && chunk < chunks) enqueue_chunk(t, l, chunk);
+        if (chunk < 0 || chunk >= chunks) continue;
+        enqueue_input_gemm(t, l, chunk);
+        enqueue_steps(t, l, chunk);
       }
     }
     // Join: each layer's recurrent stream waited for all its input chunks, so its end is the
@@ -232,18 +234,15 @@ class ForwardPass final : public Stage {
     DeviceBuffer<char> workspace_input, workspace_recurrent;  // the cuBLAS handles' workspaces
   };
 
-  /// Enqueues chunk `chunk` of layer `l`: its input GEMM (after layer l-1's same chunk) on the
-  /// layer's input stream, then its steps on the layer's recurrent stream.
-  void enqueue_chunk(const DeviceTensors& t, int l, int chunk) {
+  /// Enqueues chunk `chunk` of layer l's input GEMM on the layer's input stream, after layer
+  /// l-1's same chunk.
+  void enqueue_input_gemm(const DeviceTensors& t, int l, int chunk) {
     const ProblemSize& s = t.size;
     Layer& layer = layers_[l];
-    const int H = s.hidden, B = s.batch, state = B * H, four_h = kGates * H;
-    const int blocks = ceil_div(state, kThreadsPerBlock);
-    const int input_size = s.layer_input_size(l);
+    const int B = s.batch, four_h = kGates * s.hidden, input_size = s.layer_input_size(l);
     const float one = 1.0f, zero = 0.0f;
-    // Layer 0 reads x; layer l > 0 reads layer l-1's h sequence. The last layer writes y.
+    // Layer 0 reads x; layer l > 0 reads layer l-1's h sequence.
     const float* input_sequence = l == 0 ? t.x : layers_[l - 1].output.data();
-    float* output_sequence = l == s.layers - 1 ? t.y : layer.output.data();
     const int first = chunk * kChunkSteps, steps = std::min(kChunkSteps, s.seq_len - first);
 
     // Only layer l-1's SAME chunk must be written before this chunk's input GEMM reads it.
@@ -256,6 +255,19 @@ class ForwardPass final : public Stage {
         input_sequence + static_cast<std::size_t>(first) * B * input_size, input_size, &zero,
         layer.gates.data() + static_cast<std::size_t>(first) * B * four_h, four_h));
     CUDA_CHECK(cudaEventRecord(layer.chunk_ready[chunk], layer.input_stream));
+  }
+
+  /// Enqueues the steps of chunk `chunk` of layer l on the layer's recurrent stream, after the
+  /// chunk's input GEMM: c0 in before the first step, hy and cy out after the last.
+  void enqueue_steps(const DeviceTensors& t, int l, int chunk) {
+    const ProblemSize& s = t.size;
+    Layer& layer = layers_[l];
+    const int H = s.hidden, B = s.batch, state = B * H, four_h = kGates * H;
+    const int blocks = ceil_div(state, kThreadsPerBlock);
+    const float one = 1.0f;
+    // The last layer writes y; the others, their h sequence for the next layer.
+    float* output_sequence = l == s.layers - 1 ? t.y : layer.output.data();
+    const int first = chunk * kChunkSteps, steps = std::min(kChunkSteps, s.seq_len - first);
 
     CUDA_CHECK(cudaStreamWaitEvent(layer.recurrent_stream, layer.chunk_ready[chunk], 0));
     if (chunk == 0) {
