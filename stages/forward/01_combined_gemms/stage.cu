@@ -117,59 +117,11 @@ class ForwardPass final : public Stage {
 
   void forward(const DeviceTensors& t, cudaStream_t stream) override {
     const ProblemSize& s = t.size;
-    const int H = s.hidden, B = s.batch, state = B * H, four_h = kGates * H;
-    const int blocks = ceil_div(state, kThreadsPerBlock);
-    const float one = 1.0f, zero = 0.0f;
     CUBLAS_CHECK(cublasSetStream(cublas_, stream));
-
-    for (int layer = 0; layer < s.layers; ++layer) {
-      const int input_size = s.layer_input_size(layer);
-      // Layer 0 reads x; layer l > 0 reads layer l-1's h sequence. The last layer writes y.
-      const float* input_sequence = layer == 0 ? t.x : layer_outputs_[(layer - 1) % 2].data();
-      float* output_sequence = layer == s.layers - 1 ? t.y : layer_outputs_[layer % 2].data();
-      CUDA_CHECK(cudaMemcpyAsync(cell_.data(), t.c0 + static_cast<std::size_t>(layer) * state,
-                                 state * sizeof(float), cudaMemcpyDeviceToDevice, stream));
-
-      // All steps' input parts at once: gates = W_ih · [x_0 ... x_{T-1}], (4H x I) · (I x T*B)
-      CUBLAS_CHECK(cublasSgemm(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, four_h, s.seq_len * B, input_size,
-                               &one, t.w_ih[layer], input_size, input_sequence, input_size, &zero,
-                               gates_.data(), four_h));
-
-      for (int step = 0; step < s.seq_len; ++step) {
-        const float* h_prev = step == 0
-                                  ? t.h0 + static_cast<std::size_t>(layer) * state
-                                  : output_sequence + static_cast<std::size_t>(step - 1) * state;
-        float* h_t = output_sequence + static_cast<std::size_t>(step) * state;
-        float* gates_t = gates_.data() + static_cast<std::size_t>(step) * B * four_h;
-
-        // gates_t += W_hh · h_{t-1}: all four gates in one (4H x H) · (H x B) GEMM
-        CUBLAS_CHECK(cublasSgemm(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, four_h, B, H, &one,
-                                 t.w_hh[layer], H, h_prev, H, &one, gates_t, four_h));
-        for (int q = 0; q < kGates; ++q) {
-          float* gate = gates_t + q * H;  // gate q: columns qH..qH+H-1 of each (B, 4H) row
-          add_biases_kernel<<<blocks, kThreadsPerBlock, 0, stream>>>(
-              gate, t.b_ih[layer] + q * H, t.b_hh[layer] + q * H, H, four_h, state);
-          CUDA_CHECK_LAUNCH();
-          if (q == kGateG) {
-            tanh_kernel<<<blocks, kThreadsPerBlock, 0, stream>>>(gate, H, four_h, state);
-          } else {
-            sigmoid_kernel<<<blocks, kThreadsPerBlock, 0, stream>>>(gate, H, four_h, state);
-          }
-          CUDA_CHECK_LAUNCH();
-        }
-        cell_update_kernel<<<blocks, kThreadsPerBlock, 0, stream>>>(
-            cell_.data(), gates_t, gates_t + H, gates_t + 2 * H, H, four_h, state);
-        CUDA_CHECK_LAUNCH();
-        hidden_output_kernel<<<blocks, kThreadsPerBlock, 0, stream>>>(
-            h_t, gates_t + 3 * H, cell_.data(), H, four_h, state);
-        CUDA_CHECK_LAUNCH();
-      }
-      // The layer's final states: h_{T-1} is the last slice of its output sequence.
-      const float* h_last = output_sequence + static_cast<std::size_t>(s.seq_len - 1) * state;
-      CUDA_CHECK(cudaMemcpyAsync(t.hy + static_cast<std::size_t>(layer) * state, h_last,
-                                 state * sizeof(float), cudaMemcpyDeviceToDevice, stream));
-      CUDA_CHECK(cudaMemcpyAsync(t.cy + static_cast<std::size_t>(layer) * state, cell_.data(),
-                                 state * sizeof(float), cudaMemcpyDeviceToDevice, stream));
+    // Layer by layer, all on the caller's stream: the layer's input GEMM, then its steps.
+    for (int l = 0; l < s.layers; ++l) {
+      enqueue_input_gemm(t, l);
+      enqueue_steps(t, l, stream);
     }
   }
 
@@ -177,6 +129,69 @@ class ForwardPass final : public Stage {
   /// Intermediate layers' h sequences (T, B, H): two, used alternately, when L > 2; one when
   /// L = 2; none when L = 1 (the only layer writes y).
   static int sequence_buffers(const ProblemSize& s) { return s.layers > 2 ? 2 : s.layers - 1; }
+
+  /// Enqueues layer l's input GEMM: the input parts of all T steps at once.
+  void enqueue_input_gemm(const DeviceTensors& t, int l) {
+    const ProblemSize& s = t.size;
+    const int B = s.batch, four_h = kGates * s.hidden, input_size = s.layer_input_size(l);
+    const float one = 1.0f, zero = 0.0f;
+    // Layer 0 reads x; layer l > 0 reads layer l-1's h sequence.
+    const float* input_sequence = l == 0 ? t.x : layer_outputs_[(l - 1) % 2].data();
+
+    // All steps' input parts at once: gates = W_ih · [x_0 ... x_{T-1}], (4H x I) · (I x T*B)
+    CUBLAS_CHECK(cublasSgemm(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, four_h, s.seq_len * B, input_size,
+                             &one, t.w_ih[l], input_size, input_sequence, input_size, &zero,
+                             gates_.data(), four_h));
+  }
+
+  /// Enqueues layer l's steps on `stream`: c0 in before the first step, hy and cy out after the
+  /// last.
+  void enqueue_steps(const DeviceTensors& t, int l, cudaStream_t stream) {
+    const ProblemSize& s = t.size;
+    const int H = s.hidden, B = s.batch, state = B * H, four_h = kGates * H;
+    const int blocks = ceil_div(state, kThreadsPerBlock);
+    const float one = 1.0f;
+    // The last layer writes y; the others, their h sequence for the next layer.
+    float* output_sequence = l == s.layers - 1 ? t.y : layer_outputs_[l % 2].data();
+
+    CUDA_CHECK(cudaMemcpyAsync(cell_.data(), t.c0 + static_cast<std::size_t>(l) * state,
+                               state * sizeof(float), cudaMemcpyDeviceToDevice, stream));
+    for (int step = 0; step < s.seq_len; ++step) {
+      const float* h_prev = step == 0
+                                ? t.h0 + static_cast<std::size_t>(l) * state
+                                : output_sequence + static_cast<std::size_t>(step - 1) * state;
+      float* h_t = output_sequence + static_cast<std::size_t>(step) * state;
+      float* gates_t = gates_.data() + static_cast<std::size_t>(step) * B * four_h;
+      // gates_t += W_hh · h_{t-1}: all four gates in one (4H x H) · (H x B) GEMM
+      CUBLAS_CHECK(cublasSgemm(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, four_h, B, H, &one, t.w_hh[l], H,
+                               h_prev, H, &one, gates_t, four_h));
+      for (int q = 0; q < kGates; ++q) {
+        float* gate = gates_t + q * H;  // gate q: columns qH..qH+H-1 of each (B, 4H) row
+        add_biases_kernel<<<blocks, kThreadsPerBlock, 0, stream>>>(
+            gate, t.b_ih[l] + q * H, t.b_hh[l] + q * H, H, four_h, state);
+        CUDA_CHECK_LAUNCH();
+        if (q == kGateG) {
+          tanh_kernel<<<blocks, kThreadsPerBlock, 0, stream>>>(gate, H, four_h, state);
+        } else {
+          sigmoid_kernel<<<blocks, kThreadsPerBlock, 0, stream>>>(gate, H, four_h, state);
+        }
+        CUDA_CHECK_LAUNCH();
+      }
+      cell_update_kernel<<<blocks, kThreadsPerBlock, 0, stream>>>(
+          cell_.data(), gates_t, gates_t + H, gates_t + 2 * H, H, four_h, state);
+      CUDA_CHECK_LAUNCH();
+      hidden_output_kernel<<<blocks, kThreadsPerBlock, 0, stream>>>(h_t, gates_t + 3 * H,
+                                                                    cell_.data(), H, four_h, state);
+      CUDA_CHECK_LAUNCH();
+    }
+
+    // The layer's final states: h_{T-1} is the last slice of its output sequence.
+    const float* h_last = output_sequence + static_cast<std::size_t>(s.seq_len - 1) * state;
+    CUDA_CHECK(cudaMemcpyAsync(t.hy + static_cast<std::size_t>(l) * state, h_last,
+                               state * sizeof(float), cudaMemcpyDeviceToDevice, stream));
+    CUDA_CHECK(cudaMemcpyAsync(t.cy + static_cast<std::size_t>(l) * state, cell_.data(),
+                               state * sizeof(float), cudaMemcpyDeviceToDevice, stream));
+  }
 
   cublasHandle_t cublas_ = nullptr;
   DeviceBuffer<float> gates_;  // (T, B, 4H): every step's i, f, g, o side by side
