@@ -1,31 +1,10 @@
 /*! \file stages/forward/00_naive/stage.cu
- *  \brief Stage 00: the naive LSTM forward pass, operation by operation.
+ *  \brief Stage 00: the naive LSTM forward pass, operation by operation. The lesson is in
+ *         README.md beside this file.
  *
- * The index of the stages, the prediction and the measurement: README.md beside this file.
- *
- * What this stage does: the equations, one at a time, exactly as they are written.
- *   For every layer l and every step t, for each gate q in (i, f, g, o):
- *     1. gate_q  = W_ih[q] · x_t                 cuBLAS SGEMM, H x B x I_l
- *     2. gate_q += W_hh[q] · h_{t-1}             cuBLAS SGEMM, H x B x H (beta = 1)
- *     3. gate_q += b_ih[q] + b_hh[q]             element-wise kernel
- *     4. gate_q  = sigma(gate_q), or tanh for g  element-wise kernel
- *   then  c_t = f * c_{t-1} + i * g              element-wise kernel
- *         h_t = o * tanh(c_t)                    element-wise kernel
- *   = 8 GEMMs + 10 element-wise kernels = 18 launches per step and layer, one stream.
- *   The canonical config (H=512 B=64 T=100 L=4) makes 18 * 100 * 4 = 7,200 launches.
- *
- * Why it is slow (the prediction): each GEMM is tiny (512 x 64 x 512 is 34 MFLOP, a few µs on
- * a GPU that does 50+ TFLOP/s) and every launch costs ~5 µs of overhead (an estimate, see
- * README.md). 7,200 launches x ~5 µs ≈ 35 ms of launch-bound time for 107 GFLOP, so expect
- * roughly 30-50 ms, about 2-3 TFLOP/s: a few percent of the H100's FP32 rate.
- *
- * Measured (results/h100-sxm/, README.md): 55-83 ms on the H100 depending on the run, 1.3-1.9
- * TFLOP/s, about 10 µs per launch: cuBLAS's host-side work doubles the cost of a bare launch.
- *
- * Layouts: PyTorch's, row-major. cuBLAS is column-major, so a row-major (4H, I) weight is a
- * column-major (I, 4H) matrix: we ask for its transpose (CUBLAS_OP_T). x_t (B, I) row-major is
- * column-major (I, B), used as is. Each gate's result is column-major (H, B), i.e. row-major
- * (B, H), the layout of h.
+ * The equations one at a time, as written: per layer and step, for each gate q two cuBLAS GEMMs
+ * (W_ih[q] · x_t, then W_hh[q] · h_{t-1} added onto it) and two element-wise kernels (the biases,
+ * the activation), then one kernel for c_t and one for h_t; everything on the caller's stream.
  */
 #include <cublas_v2.h>
 

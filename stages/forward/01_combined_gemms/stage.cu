@@ -1,31 +1,10 @@
 /*! \file stages/forward/01_combined_gemms/stage.cu
- *  \brief Stage 01: one GEMM for the four gates, one GEMM for a layer's inputs.
+ *  \brief Stage 01: one GEMM for the four gates, one GEMM for a layer's inputs. The lesson is in
+ *         README.md beside this file.
  *
- * The index of the stages, the prediction and the measurement: README.md beside this file.
- *
- * What this stage adds (to 00_naive):
- *   1. The four gates' matrices are stacked (PyTorch already stores them so: W_ih is (4H, I)),
- *      so the recurrent part of a step is ONE 4H x B x H GEMM instead of four H x B x H ones.
- *   2. A layer's input part W_ih · x_t does not depend on the recurrence, so it is computed for
- *      all T steps up front as ONE 4H x (T*B) x I GEMM; each step then adds W_hh · h_{t-1} onto
- *      its slice (beta = 1).
- *   The gates now lie side by side in a (T, B, 4H) buffer, so the element-wise kernels (still ten
- *   per step, unchanged in what they compute) address gate q of batch row b at b*4H + q*H.
- *   Launches per step and layer: 1 GEMM + 10 element-wise kernels = 11 (was 18), plus one large
- *   GEMM per layer. Canonical config: 11 * 400 + 4 = 4,404 launches (was 7,200).
- *
- * Prediction: stage 00 measured ~180 µs per step and layer for 18 launches (about 10 µs for a
- * cuBLAS call, 5-6 µs for a small kernel). Now: one 2048 x 64 x 512 GEMM (estimated at ~20 µs
- * in this TN layout) + 10 small kernels (~55 µs) + 1/100 of the input GEMM (~3 µs, estimated) ≈
- * 80 µs per step and layer: about 2.2x faster, ~32 ms at the canonical config. The 2016 blog
- * measured 2.1x for the same change on an M40.
- *
- * Measured: see README.md (generated from results/h100-sxm/).
- *
- * Layouts: PyTorch's, row-major. cuBLAS is column-major, so a row-major (4H, I) weight is a
- * column-major (I, 4H) matrix: we ask for its transpose (CUBLAS_OP_T). x_t (B, I) row-major is
- * column-major (I, B), used as is; all T steps of x, (T*B, I) row-major, are one column-major
- * (I, T*B) matrix. The gate result is column-major (4H, T*B), i.e. row-major (T, B, 4H).
+ * As stage 00, but a step's recurrent part is one 4H x B x H GEMM for the four gates
+ * (enqueue_steps), and a layer's input parts W_ih · x_t are one 4H x (T*B) x I GEMM for all
+ * steps up front (enqueue_input_gemm). The gates lie side by side in a (T, B, 4H) buffer.
  */
 #include <cublas_v2.h>
 

@@ -1,39 +1,10 @@
 /*! \file stages/forward/02_streams/stage.cu
- *  \brief Stage 02: input and recurrent GEMMs on separate streams, joined by events.
+ *  \brief Stage 02: input and recurrent GEMMs on separate streams, joined by events. The lesson
+ *         is in README.md beside this file.
  *
- * The index of the stages, the prediction and the measurement: README.md beside this file.
- *
- * What this stage adds (to 01_combined_gemms):
- *   1. Two streams of the stage's own: the recurrence (recurrent GEMM and element-wise kernels,
- *      the critical path) on a high-priority stream, the input GEMMs on a low-priority one, so
- *      that the input GEMM runs beside the recurrence instead of before it.
- *   2. A layer's input GEMM is split into chunks of kChunkSteps = 10 time steps, each announcing
- *      itself with an event; the recurrence waits only for the chunk of the step it is at, so it
- *      starts after the first chunk instead of after the whole input GEMM.
- *   Events order everything: the pass starts after the caller's earlier work (event "start"),
- *   a layer's input GEMMs wait for the previous layer's recurrence ("layer done"), and the
- *   caller's stream waits for the recurrence's end ("finished"). Layers are still sequential.
- *   Launches per step and layer: unchanged, 1 GEMM + 10 element-wise kernels = 11, plus
- *   ceil(T / 10) input GEMMs per layer (was 1). Canonical config: 11 * 400 + 40 = 4,440 launches,
- *   plus one event record and one wait per chunk and per layer (host calls, no kernels).
- *
- * Prediction: little to gain at the canonical config. The input GEMM is ~0.3 ms per layer
- * (estimated), ~3 µs of stage 01's ~80 µs per step and layer (~4%). Now only its first chunk
- * (1/10 of the work, ~40 µs at a chunk's lower efficiency) stays on the critical path: at most
- * ~0.3 ms per layer, ~1.2 ms of ~32 ms saved. Less in practice: stage 01 is launch-bound, so the
- * host was already queueing steps while the big GEMM ran and the GPU then caught up; the chunks
- * add 9 cuBLAS calls and 20 event calls per layer on the host; and they share the SMs with the
- * recurrence. Expect 0-4%, ~31-32 ms: within run-to-run noise. It should pay more where the input
- * GEMM is a larger share of a layer: large I (its cost grows with I, the recurrence's does not),
- * large B (it grows with T*B while a step's launch floor does not), and after stage 03 has made
- * the steps ~3x cheaper, where the same 326 µs becomes ~13% of a layer.
- *
- * Measured: see README.md (generated from results/h100-sxm/).
- *
- * Layouts: PyTorch's, row-major. cuBLAS is column-major, so a row-major (4H, I) weight is a
- * column-major (I, 4H) matrix: we ask for its transpose (CUBLAS_OP_T). x_t (B, I) row-major is
- * column-major (I, B), used as is; all T steps of x, (T*B, I) row-major, are one column-major
- * (I, T*B) matrix. The gate result is column-major (4H, T*B), i.e. row-major (T, B, 4H).
+ * As stage 01, but the input GEMM runs in chunks of kChunkSteps steps on a low-priority stream of
+ * its own, beside the recurrence on a high-priority one; each chunk records an event, and the
+ * recurrence waits only for the chunk of the step it has reached. Layers are still sequential.
  */
 #include <cublas_v2.h>
 
@@ -156,7 +127,7 @@ class ForwardPass final : public Stage {
   void forward(const DeviceTensors& t, cudaStream_t stream) override {
     const ProblemSize& s = t.size;
     const int chunks = ceil_div(s.seq_len, kChunkSteps);
-    // Both side streams start after the work already on the caller's stream: the harness's
+    // Every side stream starts after the work already on the caller's stream: the harness's
     // poisoning of y, hy, cy, and the previous pass (joined back into `stream` at its end).
     CUDA_CHECK(cudaEventRecord(start_, stream));
     CUDA_CHECK(cudaStreamWaitEvent(input_stream_, start_, 0));

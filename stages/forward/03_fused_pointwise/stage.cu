@@ -1,34 +1,9 @@
 /*! \file stages/forward/03_fused_pointwise/stage.cu
- *  \brief Stage 03: all element-wise work of a step in one kernel.
+ *  \brief Stage 03: all element-wise work of a step in one kernel. The lesson is in README.md
+ *         beside this file.
  *
- * The index of the stages, the prediction and the measurement: README.md beside this file.
- *
- * What this stage adds (to 02_streams):
- *   1. The ten element-wise kernels of a step (4 bias adds, 3 sigmoids, 1 tanh, the cell update,
- *      the hidden output) become ONE kernel, lstm_pointwise_kernel: per element (b, j) of (B, H)
- *      it reads the four pre-activations, adds both biases, applies sigma/sigma/tanh/sigma,
- *      updates c in place and writes h into the layer's output sequence.
- *   2. The activated gates stay in registers: they are never written back to memory. Per step the
- *      element-wise part now moves 4 + 2 + 1 = 7 floats per element (gates, c read and written,
- *      h; the biases are 8H floats, cached), where the ten kernels moved 4*2 + 4*2 + 5 + 3 = 24.
- *   Launches per step and layer: 1 GEMM + 1 element-wise kernel = 2 (was 11), plus ceil(T / 10)
- *   input GEMMs per layer. Canonical config: 2 * 400 + 40 = 840 launches (was 4,440).
- *
- * Prediction: stage 00 measured ~10 µs per cuBLAS call and ~5.5 µs per small kernel. The nine
- * launches removed per step were ~50 µs of stage 02's ~80 µs per step and layer; what is left is
- * the recurrent GEMM (2048 x 64 x 512 in this TN layout, ~20 µs as stage 01 estimated), which now
- * takes longer on the GPU than the host needs to issue it, plus one small kernel (~3-5 µs): about
- * 20-25 µs per step and layer, ~8-10 ms at the canonical config (stage 02: ~31 ms). That is
- * ~3x over stages 01-02 and 6-8x over stage 00 (the target: at least 3x over stage 00). The 2016
- * blog measured 2.7x for this step on an M40. The input GEMMs, 326 µs per layer, are now ~13% of
- * a layer's time; stage 02's streams hide all but their first chunk.
- *
- * Measured: see README.md (generated from results/h100-sxm/).
- *
- * Layouts: PyTorch's, row-major. cuBLAS is column-major, so a row-major (4H, I) weight is a
- * column-major (I, 4H) matrix: we ask for its transpose (CUBLAS_OP_T). x_t (B, I) row-major is
- * column-major (I, B), used as is; all T steps of x, (T*B, I) row-major, are one column-major
- * (I, T*B) matrix. The gate result is column-major (4H, T*B), i.e. row-major (T, B, 4H).
+ * As stage 02, but the ten element-wise kernels of a step become one, lstm_pointwise_kernel:
+ * biases, activations, c_t and h_t of one element per thread, the activated gates in registers.
  */
 #include <cublas_v2.h>
 
@@ -124,7 +99,7 @@ class ForwardPass final : public Stage {
   void forward(const DeviceTensors& t, cudaStream_t stream) override {
     const ProblemSize& s = t.size;
     const int chunks = ceil_div(s.seq_len, kChunkSteps);
-    // Both side streams start after the work already on the caller's stream: the harness's
+    // Every side stream starts after the work already on the caller's stream: the harness's
     // poisoning of y, hy, cy, and the previous pass (joined back into `stream` at its end).
     CUDA_CHECK(cudaEventRecord(start_, stream));
     CUDA_CHECK(cudaStreamWaitEvent(input_stream_, start_, 0));

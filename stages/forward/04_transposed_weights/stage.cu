@@ -1,38 +1,10 @@
 /*! \file stages/forward/04_transposed_weights/stage.cu
- *  \brief Stage 04: weights re-laid out once, so that every GEMM is cuBLAS's NN case.
+ *  \brief Stage 04: weights re-laid out once, so that every GEMM is cuBLAS's NN case. The lesson
+ *         is in README.md beside this file.
  *
- * The index of the stages, the prediction and the measurement: README.md beside this file.
- *
- * What this stage adds (to 03_fused_pointwise):
- *   1. In prepare(), outside the timed region, each layer's W_ih and W_hh are transposed once
- *      (cublasSgeam) into buffers the stage owns: W^T stored row-major, (I_l, 4H) and (H, 4H),
- *      which is W itself in cuBLAS's column-major order, (4H x I_l) with leading dimension 4H.
- *      This costs 4H * (I_l + H) floats of device memory per layer (32 MiB at the canonical
- *      config).
- *   2. Both GEMMs then take the weights as they are stored (CUBLAS_OP_N, CUBLAS_OP_N, lda = 4H)
- *      instead of asking cuBLAS to transpose them (CUBLAS_OP_T). Same FLOPs, same launches:
- *      only the kernel cuBLAS picks for the operand layout changes.
- *   The stage relies on the weights not changing between prepare() and forward() (the harness
- *   guarantees it; a training loop would redo the re-layout after every weight update).
- *   Launches per step and layer: unchanged, 1 GEMM + 1 element-wise kernel = 2, plus ceil(T / 10)
- *   input GEMMs per layer. Canonical config: 840 launches.
- *
- * Prediction (single-GEMM figures are estimates; README.md has the measurement): for the recurrent
- * GEMM of the canonical config (M=2048 N=64 K=512) NN should win: ~4 µs saved per step and layer,
- * 400 * 4 µs ≈ 1.6 ms of stage 03's ~8-10 ms, i.e. ~15-20% faster, ~7-8.5 ms. But the layout
- * that wins depends on the shape: at N = B = 4 the TN GEMM takes 8.8 µs and NN 17.3 µs, so at
- * small batches this stage should be SLOWER than stage 03 (B=4, H=512, T=100, L=1: ~8 µs more
- * per step, from ~1.5 to ~2 ms). It is kept to measure both sides: the batch sweep shows where
- * the crossover lies. (The input GEMM chunks change layout too; they are mostly hidden by the
- * streams of stage 02, so their share of the change is small.)
- *
- * Measured: see README.md (generated from results/h100-sxm/).
- *
- * Layouts: PyTorch's, row-major. cuBLAS is column-major, so a row-major (4H, I) weight is a
- * column-major (I, 4H) matrix; its re-laid-out copy W^T, row-major (I, 4H), is the column-major
- * (4H, I) matrix the GEMM needs, used as is (CUBLAS_OP_N). x_t (B, I) row-major is
- * column-major (I, B), used as is; all T steps of x, (T*B, I) row-major, are one column-major
- * (I, T*B) matrix. The gate result is column-major (4H, T*B), i.e. row-major (T, B, 4H).
+ * As stage 03, but prepare() transposes each layer's W_ih and W_hh once (cublasSgeam) into
+ * buffers of its Layer, and both GEMMs take them as stored (CUBLAS_OP_N, lda = 4H) instead of
+ * transposing them on the fly (CUBLAS_OP_T).
  */
 #include <cublas_v2.h>
 
@@ -152,7 +124,7 @@ class ForwardPass final : public Stage {
   void forward(const DeviceTensors& t, cudaStream_t stream) override {
     const ProblemSize& s = t.size;
     const int chunks = ceil_div(s.seq_len, kChunkSteps);
-    // Both side streams start after the work already on the caller's stream: the harness's
+    // Every side stream starts after the work already on the caller's stream: the harness's
     // poisoning of y, hy, cy, and the previous pass (joined back into `stream` at its end).
     CUDA_CHECK(cudaEventRecord(start_, stream));
     CUDA_CHECK(cudaStreamWaitEvent(input_stream_, start_, 0));

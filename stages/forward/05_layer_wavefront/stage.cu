@@ -1,36 +1,10 @@
 /*! \file stages/forward/05_layer_wavefront/stage.cu
- *  \brief Stage 05: the layers overlap in a wavefront, each on its own streams.
+ *  \brief Stage 05: the layers overlap in a wavefront, each on its own streams. The lesson is in
+ *         README.md beside this file.
  *
- * The index of the stages, the prediction and the measurement: README.md beside this file.
- *
- * What this stage adds (to 04_transposed_weights):
- *   1. Every layer gets its own pair of streams (recurrent, high priority; input, low priority),
- *      its own gates and cell buffers, and its own output sequence: layers can run at once.
- *   2. Layer l's input GEMM for a chunk of steps waits only for layer l-1 to have finished THAT
- *      chunk (an event per layer and chunk), not the whole layer. So layer l runs chunk c while
- *      layer l-1 runs chunk c+1: a wavefront across (layer, chunk). The critical path shrinks
- *      from T*L steps to about T + (L-1)*kChunkSteps steps.
- *   3. The host issues the work in wavefront order too (for each diagonal of (layer, chunk)):
- *      enqueuing ~840 launches costs the CPU milliseconds, and a layer cannot start on the GPU
- *      before the CPU has issued it. Layer-by-layer issue would leave layer 3 waiting for the
- *      CPU until layers 0-2 were all enqueued.
- *   Launches per step and layer: unchanged, 1 GEMM + 1 element-wise kernel = 2.
- *
- * Prediction: stage 04 spends ~20 µs per step and layer, one after another: 400 of them. Here
- * the canonical config's critical path is 100 + 3 * 10 = 130 step-times; four concurrent small
- * GEMMs (each 2048 x 64, a few dozen CTAs) fit side by side on 132 SMs, so ≈ 130 * 20 µs ≈ 2.6
- * ms of GPU time. But the CPU must still issue ~840 kernels and ~240 event operations at a few
- * µs each, ≈ 3-4 ms: the host becomes the limit. Expect ~3.5-4.5 ms, about 2x over stage 04,
- * and below cuDNN's STANDARD algorithm (~8-9 ms), which uses the same idea. For L = 1 nothing
- * changes (one layer, no wavefront): the batch sweep should match stage 04.
- *
- * Measured: see README.md (generated from results/h100-sxm/).
- *
- * Layouts: PyTorch's, row-major. cuBLAS is column-major, so a row-major (4H, I) weight is a
- * column-major (I, 4H) matrix; its re-laid-out copy W^T, row-major (I, 4H), is the column-major
- * (4H, I) matrix the GEMM needs, used as is (CUBLAS_OP_N). x_t (B, I) row-major is
- * column-major (I, B), used as is; all T steps of x, (T*B, I) row-major, are one column-major
- * (I, T*B) matrix. The gate result is column-major (4H, T*B), i.e. row-major (T, B, 4H).
+ * As stage 04, but each Layer owns its streams, handles, events, gates, cell and output sequence;
+ * a chunk's input GEMM waits only for the previous layer's same chunk (chunk_done); and forward()
+ * issues the (layer, chunk) pairs diagonal by diagonal.
  */
 #include <cublas_v2.h>
 

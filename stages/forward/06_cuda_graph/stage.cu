@@ -1,32 +1,10 @@
 /*! \file stages/forward/06_cuda_graph/stage.cu
- *  \brief Stage 06: the whole forward pass captured once as a CUDA graph, then replayed.
+ *  \brief Stage 06: the whole forward pass captured once as a CUDA graph, then replayed. The
+ *         lesson is in README.md beside this file.
  *
- * The index of the stages, the prediction and the measurement: README.md beside this file.
- *
- * What this stage adds (to 05_layer_wavefront):
- *   1. prepare() records stage 05's whole forward pass — every GEMM, kernel, copy and event
- *      across the 2L streams — into a CUDA graph by stream capture, once, and instantiates it.
- *   2. forward() is one call: cudaGraphLaunch. The CPU no longer issues ~840 kernels and ~240
- *      event operations per pass; the GPU receives the whole dependency graph at once. (A tool
- *      the 2016 work did not have; it shows how much of the remaining time was the host.)
- *   cuBLAS gets a workspace of our own per handle (cublasSetWorkspace), so nothing is allocated
- *   while the graph is captured. A graph is bound to the pointers it was captured with: if
- *   forward() is handed other tensors, it captures again (the harness never does that).
- *   Launches per pass: 1 graph launch (the graph holds the same 2 kernels per step and layer).
- *
- * Prediction: stage 05 should be host-bound at ~3.5-4.5 ms (issuing ~1,100 operations), with
- * the GPU's own critical path ~130 step-times of ~15-20 µs. Without the host in the loop, a
- * step costs what the GPU needs: the recurrent GEMM (~15 µs NN at B=64), the point-wise kernel
- * (~2-3 µs) and the graph's node-to-node latency (~1-2 µs). Expect ~2.5-3 ms at the canonical
- * config, ~1.3-1.5x over stage 05; at B=1..8 and L=1 where a step is mostly launch latency, more.
- *
- * Measured: see README.md (generated from results/h100-sxm/).
- *
- * Layouts: PyTorch's, row-major. cuBLAS is column-major, so a row-major (4H, I) weight is a
- * column-major (I, 4H) matrix; its re-laid-out copy W^T, row-major (I, 4H), is the column-major
- * (4H, I) matrix the GEMM needs, used as is (CUBLAS_OP_N). x_t (B, I) row-major is
- * column-major (I, B), used as is; all T steps of x, (T*B, I) row-major, are one column-major
- * (I, T*B) matrix. The gate result is column-major (4H, T*B), i.e. row-major (T, B, 4H).
+ * As stage 05 (whose forward is enqueue_forward here), but prepare() records that pass into a
+ * CUDA graph by stream capture and forward() launches it: one call. Each cuBLAS handle gets a
+ * workspace of its own, so that nothing is allocated during the capture.
  */
 #include <cublas_v2.h>
 
