@@ -934,6 +934,23 @@ REFERENCE_LINE_GID = "reference-line"  # cuDNN's fastest and PyTorch across cano
 LINE_CLEARANCE_PX = 3  # the least distance between a reference line and a value label's box
 
 
+def draw_speedup_panel(ax_speed, view, base, refs, ms, title):
+    """The speedup panel of a canonical figure: a bar per stage (its median `ms`, None where it
+    was not measured) over `base`, and the reference lines `refs` (label, measurement, style)."""
+    speedups = [base.median_ms / v if v else None for v in ms]
+    draw_bars(ax_speed, view, speedups, [f"{s:.2f}×" if s else "" for s in speedups])
+    for label, m, style in refs:
+        ax_speed.axhline(base.median_ms / m.median_ms, **style, gid=REFERENCE_LINE_GID,
+                         label=f"{label}: {base.median_ms / m.median_ms:.2f}× "
+                               f"({format_ms(m.median_ms)} ms)")
+    ax_speed.set_ylim(0, max([s for s in speedups if s] +
+                             [base.median_ms / m.median_ms for _, m, _ in refs]) * 1.15)
+    ax_speed.set_ylabel(f"speedup over {base.impl} (×)")
+    ax_speed.set_title(title)
+    if refs:
+        ax_speed.legend(loc="upper left", fontsize=9)
+
+
 def draw_bars(ax, view, heights, labels):
     """Bars per stage with a value on top; an unsupported stage gets a note instead of a bar.
     The texts are offset from the bar top in points, so that keep_labels_off_lines() can lift
@@ -1069,18 +1086,7 @@ def figure_canonical(results):
         ax_speed.set_axis_off()
         keep_labels_off_lines(fig, [ax_ms])
         return fig
-    speedups = [base.median_ms / v if v else None for v in ms]
-    draw_bars(ax_speed, view, speedups, [f"{s:.2f}×" if s else "" for s in speedups])
-    for label, m, style in refs:
-        ax_speed.axhline(base.median_ms / m.median_ms, **style, gid=REFERENCE_LINE_GID,
-                         label=f"{label}: {base.median_ms / m.median_ms:.2f}× "
-                               f"({format_ms(m.median_ms)} ms)")
-    ax_speed.set_ylim(0, max([s for s in speedups if s] +
-                             [base.median_ms / m.median_ms for _, m, _ in refs]) * 1.15)
-    ax_speed.set_ylabel(f"speedup over {base.impl} (×)")
-    ax_speed.set_title(f"speedup over {base.impl} (higher is better)")
-    if refs:
-        ax_speed.legend(loc="upper left", fontsize=9)
+    draw_speedup_panel(ax_speed, view, base, refs, ms, f"speedup over {base.impl} (higher is better)")
     keep_labels_off_lines(fig, [ax_ms, ax_speed])
     return fig
 
@@ -1496,18 +1502,8 @@ def figure_training_canonical(results):
         return fig
     refs = reference_lines(view)
     ms = [m.median_ms if m.supported else None for m in view.stages]
-    speedups = [base.median_ms / v if v else None for v in ms]
-    draw_bars(ax_speed, view, speedups, [f"{s:.2f}×" if s else "" for s in speedups])
-    for label, m, style in refs:
-        ax_speed.axhline(base.median_ms / m.median_ms, **style, gid=REFERENCE_LINE_GID,
-                         label=f"{label}: {base.median_ms / m.median_ms:.2f}× "
-                               f"({format_ms(m.median_ms)} ms)")
-    ax_speed.set_ylim(0, max([s for s in speedups if s] +
-                             [base.median_ms / m.median_ms for _, m, _ in refs]) * 1.15)
-    ax_speed.set_ylabel(f"speedup over {base.impl} (×)")
-    ax_speed.set_title(f"speedup over {base.impl}\n(total time; higher is better)")
-    if refs:
-        ax_speed.legend(loc="upper left", fontsize=9)
+    draw_speedup_panel(ax_speed, view, base, refs, ms,
+                       f"speedup over {base.impl}\n(total time; higher is better)")
     keep_labels_off_lines(fig, [ax_speed])
     return fig
 
