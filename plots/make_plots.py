@@ -1086,7 +1086,8 @@ def figure_canonical(results):
         ax_speed.set_axis_off()
         keep_labels_off_lines(fig, [ax_ms])
         return fig
-    draw_speedup_panel(ax_speed, view, base, refs, ms, f"speedup over {base.impl} (higher is better)")
+    draw_speedup_panel(ax_speed, view, base, refs, ms,
+                       f"speedup over {base.impl} (higher is better)")
     keep_labels_off_lines(fig, [ax_ms, ax_speed])
     return fig
 
