@@ -346,7 +346,8 @@ class Measurement:
     @property
     def not_measured_phrase(self):
         """not_measured_label() in a sentence: 'is unsupported' or 'failed in this run'."""
-        return "is unsupported" if self.not_measured_label == "unsupported" else "failed in this run"
+        return ("is unsupported" if self.not_measured_label == "unsupported"
+                else "failed in this run")
 
     def phase_ms(self, name):
         """The median time of one phase ('forward', 'backward') of a training measurement."""
