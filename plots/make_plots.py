@@ -1118,7 +1118,7 @@ def sweep_precisions(series):
 UNSUPPORTED_POINT_GID = "unsupported-point"
 UNSUPPORTED_NOTE_GID = "unsupported-note"
 UNSUPPORTED_MARKER = dict(marker="x", markersize=8, markeredgewidth=2, linestyle="none")
-UNSUPPORTED_LEGEND = "not supported (stated limit),\nin the series' colour"
+UNSUPPORTED_LEGEND = "not supported (stated limit)\nor failed, in the series' colour"
 UNSUPPORTED_ROW_Y = (0.04, 0.055)  # the first row's centre and the step between rows (axes)
 
 
@@ -1128,6 +1128,7 @@ class UnsupportedRow(NamedTuple):
     label: str  # the series as the legend names it
     color: str
     xs: tuple  # sorted
+    note: str = "not supported"  # or "failed in this run": what the entries of the points say
 
 
 def plot_series(ax, series, x_of, colors, keep=lambda m: True):
@@ -1143,7 +1144,11 @@ def plot_series(ax, series, x_of, colors, keep=lambda m: True):
                         if m.supported and keep(m))
         skipped = sorted({x_of(m) for m in measurements if not m.supported and keep(m)})
         if skipped:
-            rows.append(UnsupportedRow(label, style["color"], tuple(skipped)))
+            labels = {m.not_measured_label for m in measurements if not m.supported and keep(m)}
+            note = {frozenset({"unsupported"}): "not supported",
+                    frozenset({"failed"}): "failed in this run"}.get(frozenset(labels),
+                                                                    "not supported or failed")
+            rows.append(UnsupportedRow(label, style["color"], tuple(skipped), note))
             xs_all += skipped
         if not points:
             continue
@@ -1163,7 +1168,7 @@ def mark_unsupported(ax, rows, xs):
         ax.plot(row.xs, [y] * len(row.xs), color=row.color, transform=ax.get_xaxis_transform(),
                 clip_on=False, zorder=4, gid=UNSUPPORTED_POINT_GID, label="_unsupported",
                 **UNSUPPORTED_MARKER)
-        text = f"{row.label}: not supported"
+        text = f"{row.label}: {row.note}"
         note = dict(fontsize=7.5, color=row.color, va="center", gid=UNSUPPORTED_NOTE_GID,
                     xycoords=ax.get_xaxis_transform(), textcoords="offset points")
         if row.xs[0] > min(xs):  # room on the left of the row
