@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parent.parent
 # GPU mutations run only the tests of the stage they break (default: stage 00's): the other
 # stages' tests do not exercise it and would only slow the check down.
 STAGE_00_TESTS = "forward_00_naive"
-STAGE_07_TESTS = "forward_07_persistent|Stage07"
+STAGE_10_TESTS = "forward_10_small_batch_registers|Stage10"
 MUTATIONS = [
     ("gpu", "stage 00 swaps the f and g gates in the cell update", "stages/forward/00_naive/stage.cu",
      "cell_.data(), gates_[0].data(), gates_[1].data(), gates_[2].data()",
@@ -34,20 +34,20 @@ MUTATIONS = [
      "  if (index >= count) return;\n  hidden_out[index]",
      "  if (index >= count - 1) return;\n  hidden_out[index]",
      "gpu"),
-    ("gpu", "stage 07 (shared-memory kernel) adds only the first k slice's partial sums",
-     "stages/forward/07_persistent/stage.cu", "for (int s = 0; s < a.k_slices; ++s) {",
-     "for (int s = 0; s < 1; ++s) {", "gpu", STAGE_07_TESTS),
-    ("gpu", "stage 07 (register kernel) adds only the first k slice's partial sums",
-     "stages/forward/07_persistent/stage.cu", "for (int s = 0; s < slices; ++s) {",
-     "for (int s = 0; s < 1; ++s) {", "gpu", STAGE_07_TESTS),
-    ("gpu", "stage 07 (both kernels) reads h_{t-1} without waiting for it to be published",
-     "stages/forward/07_persistent/stage.cu", "if (!missing) return;", "return;", "gpu", STAGE_07_TESTS),
-    ("gpu", "stage 07 (register kernel) skips the butterfly across lanes",
-     "stages/forward/07_persistent/stage.cu", "    sum_over_k_lanes(acc, lane, lanes_k);", "", "gpu",
-     STAGE_07_TESTS),
-    ("gpu", "stage 07 (register kernel) never adds the input parts it computes",
-     "stages/forward/07_persistent/stage.cu", "if (own_inputs) add_input_part(t);",
-     "if (false) add_input_part(t);", "gpu", STAGE_07_TESTS),
+    ("gpu", "stage 10 (shared-memory kernel) adds only the first k slice's partial sums",
+     "stages/forward/10_small_batch_registers/kernel_shared.cuh", "for (int s = 0; s < a.k_slices; ++s) {",
+     "for (int s = 0; s < 1; ++s) {", "gpu", STAGE_10_TESTS),
+    ("gpu", "stage 10 (register kernel) adds only the first k slice's partial sums",
+     "stages/forward/10_small_batch_registers/kernel_registers.cuh", "for (int s = 0; s < slices; ++s) {",
+     "for (int s = 0; s < 1; ++s) {", "gpu", STAGE_10_TESTS),
+    ("gpu", "stage 10 (both kernels) reads h_{t-1} without waiting for it to be published",
+     "stages/forward/10_small_batch_registers/primitives.cuh", "if (!missing) return;", "return;", "gpu", STAGE_10_TESTS),
+    ("gpu", "stage 10 (register kernel) skips the butterfly across lanes",
+     "stages/forward/10_small_batch_registers/kernel_registers.cuh", "    sum_over_k_lanes(acc, lane, lanes_k);", "", "gpu",
+     STAGE_10_TESTS),
+    ("gpu", "stage 10 (register kernel) never adds the input parts it computes",
+     "stages/forward/10_small_batch_registers/kernel_registers.cuh", "if (own_inputs) add_input_part(t);",
+     "if (false) add_input_part(t);", "gpu", STAGE_10_TESTS),
     ("gpu", "training stage 00 drops the forget gate from dc_{t-1}",
      "stages/training/00_naive/stage.cu", "  dc_rec[index] = dc[index] * forget_gate[index];",
      "  dc_rec[index] = dc[index];", "gpu", "training_00_naive"),
