@@ -21,6 +21,9 @@ ROOT = Path(__file__).resolve().parent.parent
 # GPU mutations run only the tests of the stage they break (default: stage 00's): the other
 # stages' tests do not exercise it and would only slow the check down.
 STAGE_00_TESTS = "forward_00_naive"
+STAGE_07_TESTS = "forward_07_persistent_barrier"
+STAGE_08_TESTS = "forward_08_published_h"
+STAGE_09_TESTS = "forward_09_register_tiled|Stage09"
 STAGE_10_TESTS = "forward_10_small_batch_registers|Stage10"
 MUTATIONS = [
     ("gpu", "stage 00 swaps the f and g gates in the cell update", "stages/forward/00_naive/stage.cu",
@@ -34,6 +37,35 @@ MUTATIONS = [
      "  if (index >= count) return;\n  hidden_out[index]",
      "  if (index >= count - 1) return;\n  hidden_out[index]",
      "gpu"),
+    ("gpu", "stage 07 drops the grid barrier: blocks read h_{t-1} before its owners wrote it",
+     "stages/forward/07_persistent_barrier/kernel.cuh", "    grid.sync();\n", "", "gpu",
+     STAGE_07_TESTS),
+    ("gpu", "stage 07 launches one block too few: the last block's units have no owner",
+     "stages/forward/07_persistent_barrier/stage.cu", "f.blocks = ceil_div(H, J);",
+     "f.blocks = ceil_div(H, J) - 1;", "gpu", STAGE_07_TESTS),
+    ("gpu", "stage 07 adds only the first k slice's partial sums",
+     "stages/forward/07_persistent_barrier/kernel.cuh",
+     "for (int s = 0; s < S; ++s) {  // fixed order", "for (int s = 0; s < 1; ++s) {  // fixed order",
+     "gpu", STAGE_07_TESTS),
+    ("gpu", "stage 08 reads h_{t-1} without waiting for it to be published",
+     "stages/forward/08_published_h/primitives.cuh", "if (!missing) return;", "return;", "gpu",
+     STAGE_08_TESTS),
+    ("gpu", "stage 08 publishes h_t into the slot of h_{t-1}: readers wait, the kernel traps",
+     "stages/forward/08_published_h/kernel.cuh",
+     "float* h_next = a.exchange + static_cast<std::size_t>(t + 1) * rows * H;",
+     "float* h_next = a.exchange + static_cast<std::size_t>(t) * rows * H;", "gpu", STAGE_08_TESTS),
+    ("gpu", "stage 08 leaves the last block's units unpublished (one block too few)",
+     "stages/forward/08_published_h/stage.cu", "f.blocks = ceil_div(H, J);",
+     "f.blocks = ceil_div(H, J) - 1;", "gpu", STAGE_08_TESTS),
+    ("gpu", "stage 09 adds only the first k slice's partial sums",
+     "stages/forward/09_register_tiled/kernel_shared.cuh", "for (int s = 0; s < a.k_slices; ++s) {",
+     "for (int s = 0; s < 1; ++s) {", "gpu", STAGE_09_TESTS),
+    ("gpu", "stage 09 reads h_{t-1} without waiting for it to be published",
+     "stages/forward/09_register_tiled/primitives.cuh", "if (!missing) return;", "return;", "gpu",
+     STAGE_09_TESTS),
+    ("gpu", "stage 09 never copies the input parts W_ih x_t into shared memory",
+     "stages/forward/09_register_tiled/kernel_shared.cuh",
+     "copy_async_4(input_s + pair * kGates + q, in + q * H);", "(void)in;", "gpu", STAGE_09_TESTS),
     ("gpu", "stage 10 (shared-memory kernel) adds only the first k slice's partial sums",
      "stages/forward/10_small_batch_registers/kernel_shared.cuh", "for (int s = 0; s < a.k_slices; ++s) {",
      "for (int s = 0; s < 1; ++s) {", "gpu", STAGE_10_TESTS),
