@@ -1,5 +1,5 @@
 /*! \file stages/forward/09_register_tiled/plan.h
- *  \brief Stage 09's launch plan: how the hidden units, the batch and the work of a step are
+ *  \brief The stage's launch plan: how the hidden units, the batch and the work of a step are
  *         spread over the blocks and threads of the persistent kernel, and what fits on chip.
  *
  * Host code only (no GPU needed), so that the CPU tests can check the limits and the plans.
@@ -102,7 +102,7 @@ int largest_hidden_that_fits(const ProblemSize& size, const DeviceLimits& device
 /// \throws std::invalid_argument naming the flag for a malformed value.
 PlanRequest parse_plan_request(const std::string& plan);
 
-/// The stage's own command-line flags (lstm_forward_09_register_tiled --help lists them).
+/// The stage's own command-line flags (its executable's --help lists them).
 struct StageFlags {
   std::string plan;      ///< --plan tile,threads,groups,rows
   bool verbose = false;  ///< --verbose: print the plan

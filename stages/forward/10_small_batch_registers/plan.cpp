@@ -1,4 +1,4 @@
-// Stage 10's launch planner: which shapes fit on chip, and how to spread a step's work.
+// The stage's launch planner: which shapes fit on chip, and how to spread a step's work.
 #include "plan.h"
 
 #include <CLI/CLI.hpp>

@@ -1,5 +1,5 @@
 /*! \file stages/forward/10_small_batch_registers/plan.h
- *  \brief Stage 10's launch plan: how the hidden units, the batch and the work of a step are
+ *  \brief The stage's launch plan: how the hidden units, the batch and the work of a step are
  *         spread over the blocks and threads of the persistent kernel, and what fits on chip.
  *
  * Host code only (no GPU needed), so that the CPU tests can check the limits and the plans.
@@ -162,7 +162,7 @@ int largest_hidden_that_fits(const ProblemSize& size, const DeviceLimits& device
 PlanRequest parse_plan_request(const std::string& plan, const std::string& weights,
                                const std::string& input);
 
-/// The stage's own command-line flags (lstm_forward_10_small_batch_registers --help lists them).
+/// The stage's own command-line flags (its executable's --help lists them).
 struct StageFlags {
   std::string plan;      ///< --plan tile,threads,groups,rows
   std::string weights;   ///< --weights registers|registers,8|registers,32|shared
