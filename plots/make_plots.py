@@ -342,6 +342,17 @@ class Measurement:
     def supported(self):
         return self.unsupported is None
 
+    @property
+    def not_measured_label(self):
+        """'unsupported' for a size the implementation refused, 'failed' for a run that failed
+        (e.g. its outputs held NaN)."""
+        return "unsupported" if self.unsupported.startswith("unsupported") else "failed"
+
+    @property
+    def not_measured_phrase(self):
+        """not_measured_label() in a sentence: 'is unsupported' or 'failed in this run'."""
+        return "is unsupported" if self.not_measured_label == "unsupported" else "failed in this run"
+
     def phase_ms(self, name):
         """The median time of one phase ('forward', 'backward') of a training measurement."""
         return next((median for phase, median, _, _ in self.phases if phase == name), None)
@@ -935,7 +946,7 @@ def draw_bars(ax, view, heights, labels):
     positions = range(len(view.stages))
     for x, m, height, label in zip(positions, view.stages, heights, labels):
         if height is None:
-            ax.annotate("unsupported", (x, 0), xytext=(0, 3), textcoords="offset points",
+            ax.annotate(m.not_measured_label, (x, 0), xytext=(0, 3), textcoords="offset points",
                         ha="center", va="bottom", rotation=90, fontsize=8, color="#aa0000",
                         gid=UNSUPPORTED_LABEL_GID, annotation_clip=False, in_layout=False)
             continue
@@ -1413,7 +1424,7 @@ def draw_phase_bars(ax, view, rows):
     top = 0.0
     for x, m in enumerate(rows):
         if not m.supported:
-            ax.annotate("unsupported", (x, 0), xytext=(0, 3), textcoords="offset points",
+            ax.annotate(m.not_measured_label, (x, 0), xytext=(0, 3), textcoords="offset points",
                         ha="center", va="bottom", rotation=90, fontsize=8, color="#aa0000")
             continue
         hatch = {} if is_stage(m.impl) else BASELINE_HATCH
@@ -1625,7 +1636,7 @@ def footer(results, view):
         text += " No cuDNN measurement yet (it comes from bench.json)."
     skipped = [m for m in view.stages + view.cudnn if not m.supported]
     for m in skipped:
-        text += f" `{m.impl}` is unsupported here: {m.unsupported}."
+        text += f" `{m.impl}` {m.not_measured_phrase} here: {m.unsupported}."
     return text
 
 
@@ -1649,7 +1660,7 @@ def results_table(results):
     def row(name, m, previous="–"):
         name += f" | {precision_label(m.precision)}" if mixed else ""
         if not m.supported:
-            return f"| {name} | unsupported | – | – | – | – |"
+            return f"| {name} | {m.not_measured_label} | – | – | – | – |"
         return (f"| {name} | {m.median_ms:.3f} | {m.tflops:.2f} | {ratio(base_ms, m.median_ms)} "
                 f"| {previous} | {ratio(m.median_ms, best_ms)} |")
 
@@ -1704,7 +1715,7 @@ def training_table(results):
     def row(name, m, previous="–"):
         name += f" | {precision_label(m.precision)}" if mixed else ""
         if not m.supported:
-            return f"| {name} | unsupported | – | – | – | – | – | – |"
+            return f"| {name} | {m.not_measured_label} | – | – | – | – | – | – |"
         return (f"| {name} | {m.median_ms:.3f} | {format_phase(m, 'forward')} "
                 f"| {format_phase(m, 'backward')} | {m.tflops:.2f} "
                 f"| {ratio(base_ms, m.median_ms)} | {previous} | {ratio(m.median_ms, best_ms)} |")
@@ -1744,7 +1755,7 @@ def precision_paragraph(results, view, m):
     where = (f"the canonical config ({view.config.label()}, {precision_label(m.precision)}) on "
              f"the {env.get('gpu', '?')}")
     if not m.supported:
-        return f"At {where} this stage is unsupported: {m.unsupported}."
+        return f"At {where} this stage {m.not_measured_phrase}: {m.unsupported}."
     runs = f" of {m.runs} runs" if m.runs else ""
     what = ", a training pass (forward with stash and backward): " if m.kind == TRAINING else ": "
     text = (f"Measured at {where}{what}**{m.median_ms:.2f} ms** median{runs} (min "
@@ -1813,7 +1824,7 @@ def sweep_table(results, group, stage, precision, measurements, cudnn):
     batches = sorted({b for _, b in mine})
 
     def cell(m):
-        return "–" if m is None else ("unsupported" if not m.supported
+        return "–" if m is None else (m.not_measured_label if not m.supported
                                       else f"{m.us_per_step_layer:.1f}")
 
     header = "| B |" + "".join(f" H={h}: {stage} | H={h}: cuDNN fastest |" for h in hiddens)

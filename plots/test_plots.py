@@ -184,7 +184,7 @@ class CommittedResults(PlotTestCase):
             if m.kind == "training" and m.group == "canonical":
                 self.assertNotIn(f"{m.median_ms:.3f}", forward)
         for m in mp.training_view(results).bench:  # the training table's own run
-            if m.kind == "training" and m.group == "canonical":
+            if m.kind == "training" and m.group == "canonical" and m.supported:
                 self.assertNotIn(f"{m.median_ms:.3f}", forward)
                 self.assertIn(f"| {m.median_ms:.3f} | {m.phase_ms('forward'):.3f} | "
                               f"{m.phase_ms('backward'):.3f} |", training)
@@ -376,6 +376,21 @@ class BenchParsing(BenchCase):
         median = self.naive_entry(run_type="aggregate", aggregate_name="median", median_ms=42.0)
         mean = self.naive_entry(run_type="aggregate", aggregate_name="mean", median_ms=999.0)
         self.assertEqual(self.load([mean, median]).median_ms, 42.0)
+
+
+class NotMeasured(BenchCase):
+    """A refused size reads 'unsupported'; a run that failed (lstm_bench's own check of the
+    outputs) reads 'failed', in the table and the sentences."""
+
+    def test_refused_and_failed_entries_are_told_apart(self):
+        refused = self.naive_entry(error_occurred=True, error_message="unsupported: too large")
+        failed = self.naive_entry(error_occurred=True,
+                                  error_message="the pass left NaN/Inf or unwritten elements in y")
+        for entry, label, phrase in ((refused, "unsupported", "is unsupported"),
+                                     (failed, "failed", "failed in this run")):
+            m = self.load([entry])
+            self.assertFalse(m.supported)
+            self.assertEqual((m.not_measured_label, m.not_measured_phrase), (label, phrase))
 
 
 class Names(BenchCase):

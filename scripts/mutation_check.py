@@ -95,9 +95,10 @@ MUTATIONS = [
      "stages/training/01_combined_gemms/stage.cu",
      "cublasSgemv(cublas_, CUBLAS_OP_N, four_h, columns, &one,",
      "cublasSgemv(cublas_, CUBLAS_OP_N, four_h, columns - B, &one,", "gpu", "training_01_combined_gemms"),
-    # Not listed: deleting training stage 02's join (the caller's stream waiting for the gradient
-    # stream) is not caught, because the harness waits for the whole device before reading outputs
-    # (results/h100-sxm/mutation_check_training.txt).
+    ("gpu", "training stage 02 never joins the gradient stream back into the caller's stream",
+     "stages/training/02_streams/stage.cu",
+     "    CUDA_CHECK(cudaStreamWaitEvent(stream, weights_done_[0], 0));\n", "", "gpu",
+     "training_02_streams"),
     ("gpu", "training stage 02 starts the weight gradients before dz is complete",
      "stages/training/02_streams/stage.cu",
      "      CUDA_CHECK(cudaStreamWaitEvent(gradient_stream_, dz_ready_[turn], 0));\n", "", "gpu",
@@ -113,6 +114,14 @@ MUTATIONS = [
      "stages/training/04_cuda_graph/stage.cu",
      "CUDA_CHECK(cudaGraphLaunch(backward_graph_.exec, stream));",
      "CUDA_CHECK(cudaGraphLaunch(forward_graph_.exec, stream));", "gpu", "training_04_cuda_graph"),
+    ("gpu", "training stage 05 writes every chunk's input gradient over the first chunk's",
+     "stages/training/05_layer_wavefront/stage.cu",
+     "&zero, d_input + static_cast<std::size_t>(first) * B * input_size, input_size));",
+     "&zero, d_input, input_size));", "gpu", "training_05_layer_wavefront"),
+    ("gpu", "training stage 05 never joins the layers' input streams back into the caller's stream",
+     "stages/training/05_layer_wavefront/stage.cu",
+     "      CUDA_CHECK(cudaStreamWaitEvent(stream, layer.input_finished, 0));\n", "", "gpu",
+     "training_05_layer_wavefront"),
     ("cpu", "the reference swaps the f and g gates", "reference/lstm_reference.cpp",
      "sigmoid(gates_b[kForgetGate * H + j])", "sigmoid(gates_b[kCellGate * H + j])", "cpu"),
     ("cpu", "the reference's backward drops the forget gate from dc_{t-1}",

@@ -110,5 +110,63 @@ INSTANTIATE_TEST_SUITE_P(TrainingStages, TrainingStageVsPyTorch,
                            return safe_name(all_stages()[info.param].name);
                          });
 
+/// A pass must end on the caller's stream: work a stage forks to side streams has to be joined
+/// back (stage.h). The harness synchronises the whole device after a pass, so a missing join
+/// would go unseen there. Stream capture makes it visible: a capture whose forked work is not
+/// joined back cannot end (cudaErrorStreamCaptureUnjoined). A stage whose pass is one launch of
+/// a CUDA graph it recorded itself cannot be captured (a graph launch is refused in a capturing
+/// stream), but its own capture in prepare() could end only if every fork was joined: for it
+/// this test checks that the refusal is that one. The captured graph is not launched.
+class StageJoinsItsStreams : public ::testing::TestWithParam<std::size_t> {};
+
+TEST_P(StageJoinsItsStreams, APassCapturedFromTheCallersStreamEndsThere) {
+  SKIP_WITHOUT_GPU();
+  const StageInfo& info = all_stages()[GetParam()];
+  std::unique_ptr<Stage> stage = info.make();
+  const ProblemSize size = shapes()[0].size;
+  const LstmParams params = generate_params(size, 42);
+  const UpstreamGradients upstream = generate_upstream(size, 43);
+  auto* training = dynamic_cast<TrainingStage*>(stage.get());
+  DeviceProblem problem(params, training ? &upstream : nullptr);
+  ASSERT_EQ(prepare_stage(*stage, problem), "") << info.name;
+  cudaStream_t stream;
+  CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  run_for_check(*stage, problem, stream);  // a pass outside capture first: lazy set-up happens
+
+  ASSERT_EQ(cudaSuccess, cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+  std::string thrown;
+  try {
+    stage->forward(problem.tensors(), stream);
+    if (training) training->backward(problem.tensors(), stream);
+  } catch (const std::exception& error) {
+    thrown = error.what();
+  }
+  cudaGraph_t graph = nullptr;
+  const cudaError_t ended = cudaStreamEndCapture(stream, &graph);  // ends the capture in any case
+  // A pass that is a graph launch of the stage's own: refused here, its join checked when the
+  // stage recorded it.
+  const bool own_graph = thrown.find("cudaGraphLaunch") != std::string::npos &&
+                         thrown.find("cudaErrorStreamCaptureUnsupported") != std::string::npos;
+  if (own_graph) {
+    EXPECT_EQ(ended, cudaErrorStreamCaptureInvalidated) << info.name;
+  } else {
+    EXPECT_EQ(thrown, "") << info.name << ": a call of the pass failed under stream capture";
+    EXPECT_EQ(ended, cudaSuccess)
+        << info.name << ": the capture of a pass could not end: " << cudaGetErrorName(ended)
+        << (ended == cudaErrorStreamCaptureUnjoined
+                ? " (work on a side stream is not joined back into the caller's stream)"
+                : "");
+  }
+  if (graph) CUDA_CHECK(cudaGraphDestroy(graph));
+  (void)cudaGetLastError();  // a failed capture leaves its error behind: not this test's next
+  CUDA_CHECK(cudaStreamDestroy(stream));
+}
+
+INSTANTIATE_TEST_SUITE_P(AllStages, StageJoinsItsStreams,
+                         ::testing::Range<std::size_t>(0, all_stages().size()),
+                         [](const ::testing::TestParamInfo<std::size_t>& info) {
+                           return safe_name(all_stages()[info.param].name);
+                         });
+
 }  // namespace
 }  // namespace lstm

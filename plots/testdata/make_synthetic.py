@@ -82,15 +82,16 @@ def series_of(impl):
 
 
 def unsupported(impl, h, b, group):
-    """Synthetic limits, so that skipped entries exist (message, Google Benchmark style)."""
+    """Synthetic limits, so that skipped entries exist (message, Google Benchmark style). The
+    messages start with 'unsupported: ', as lstm_bench's refusals do (its failed runs do not)."""
     if impl == "forward/10_small_batch_registers" and (h > 1024 or (h == 1024 and b > 128)):
-        return "recurrent weights do not fit on chip at this size (synthetic limit)", "1.8"
+        return "unsupported: recurrent weights do not fit on chip at this size (synthetic limit)", "1.8"
     if impl in ("cudnn_persist_static", "cudnn_persist_static_training") and h > 1024:
-        return "CUDNN_STATUS_NOT_SUPPORTED (synthetic)", "1.7"
+        return "unsupported: CUDNN_STATUS_NOT_SUPPORTED (synthetic)", "1.7"
     if impl == "training/01_combined_gemms" and h > 1024:
-        return "synthetic limit of a training stage", "1.8"
+        return "unsupported: synthetic limit of a training stage", "1.8"
     if impl == "cudnn_persist_dynamic" and group == "canonical":
-        return "synthetic skip: exercises the 'unsupported' row of the table", "1.7"
+        return "unsupported: synthetic skip: exercises the 'unsupported' row of the table", "1.7"
     return None
 
 

@@ -1,31 +1,10 @@
 /*! \file stages/forward/00_naive/stage.cu
- *  \brief Stage 00: the naive LSTM forward pass, operation by operation.
+ *  \brief Stage 00: the naive LSTM forward pass, operation by operation. The lesson is in
+ *         README.md beside this file.
  *
- * The index of the stages, the prediction and the measurement: README.md beside this file.
- *
- * What this stage does: the equations, one at a time, exactly as they are written.
- *   For every layer l and every step t, for each gate q in (i, f, g, o):
- *     1. gate_q  = W_ih[q] · x_t                 cuBLAS SGEMM, H x B x I_l
- *     2. gate_q += W_hh[q] · h_{t-1}             cuBLAS SGEMM, H x B x H (beta = 1)
- *     3. gate_q += b_ih[q] + b_hh[q]             element-wise kernel
- *     4. gate_q  = sigma(gate_q), or tanh for g  element-wise kernel
- *   then  c_t = f * c_{t-1} + i * g              element-wise kernel
- *         h_t = o * tanh(c_t)                    element-wise kernel
- *   = 8 GEMMs + 10 element-wise kernels = 18 launches per step and layer, one stream.
- *   The canonical config (H=512 B=64 T=100 L=4) makes 18 * 100 * 4 = 7,200 launches.
- *
- * Why it is slow (the prediction): each GEMM is tiny (512 x 64 x 512 is 34 MFLOP, a few µs on
- * a GPU that does 50+ TFLOP/s) and every launch costs ~5 µs of overhead (an estimate, see
- * README.md). 7,200 launches x ~5 µs ≈ 35 ms of launch-bound time for 107 GFLOP, so expect
- * roughly 30-50 ms, about 2-3 TFLOP/s: a few percent of the H100's FP32 rate.
- *
- * Measured (results/h100-sxm/, README.md): 55-83 ms on the H100 depending on the run, 1.3-1.9
- * TFLOP/s, about 10 µs per launch: cuBLAS's host-side work doubles the cost of a bare launch.
- *
- * Layouts: PyTorch's, row-major. cuBLAS is column-major, so a row-major (4H, I) weight is a
- * column-major (I, 4H) matrix: we ask for its transpose (CUBLAS_OP_T). x_t (B, I) row-major is
- * column-major (I, B), used as is. Each gate's result is column-major (H, B), i.e. row-major
- * (B, H), the layout of h.
+ * The equations one at a time, as written: per layer and step, for each gate q two cuBLAS GEMMs
+ * (W_ih[q] · x_t, then W_hh[q] · h_{t-1} added onto it) and two element-wise kernels (the biases,
+ * the activation), then one kernel for c_t and one for h_t; everything on the caller's stream.
  */
 #include <cublas_v2.h>
 
@@ -83,15 +62,16 @@ __global__ void hidden_output_kernel(float* hidden_out, const float* output_gate
   hidden_out[index] = output_gate[index] * tanhf(cell[index]);
 }
 
-class NaiveStage final : public Stage {
+class ForwardPass final : public Stage {
  public:
-  ~NaiveStage() override {
+  ~ForwardPass() override {
     if (cublas_) cublasDestroy(cublas_);
   }
 
   std::size_t workspace_bytes(const ProblemSize& s) const override {
     const std::size_t state = static_cast<std::size_t>(s.batch) * s.hidden;
-    return (kGates + 1) * state * sizeof(float) + sequence_buffers(s) * s.seq_len * state * 4;
+    const std::size_t sequence = static_cast<std::size_t>(s.seq_len) * state;
+    return (kGates * state + state + sequence_buffers(s) * sequence) * sizeof(float);
   }
 
   void prepare(const DeviceTensors& t) override {
@@ -108,66 +88,72 @@ class NaiveStage final : public Stage {
 
   void forward(const DeviceTensors& t, cudaStream_t stream) override {
     const ProblemSize& s = t.size;
-    const int H = s.hidden, B = s.batch, state = B * H;
-    const int blocks = ceil_div(state, kThreadsPerBlock);
-    const float one = 1.0f, zero = 0.0f;
     CUBLAS_CHECK(cublasSetStream(cublas_, stream));
-
-    for (int layer = 0; layer < s.layers; ++layer) {
-      const int input_size = s.layer_input_size(layer);
-      // Layer 0 reads x; layer l > 0 reads layer l-1's h sequence. The last layer writes y.
-      const float* input_sequence = layer == 0 ? t.x : layer_outputs_[(layer - 1) % 2].data();
-      float* output_sequence = layer == s.layers - 1 ? t.y : layer_outputs_[layer % 2].data();
-      CUDA_CHECK(cudaMemcpyAsync(cell_.data(), t.c0 + static_cast<std::size_t>(layer) * state,
-                                 state * sizeof(float), cudaMemcpyDeviceToDevice, stream));
-
-      for (int step = 0; step < s.seq_len; ++step) {
-        const float* x_t = input_sequence + static_cast<std::size_t>(step) * B * input_size;
-        const float* h_prev = step == 0
-                                  ? t.h0 + static_cast<std::size_t>(layer) * state
-                                  : output_sequence + static_cast<std::size_t>(step - 1) * state;
-        float* h_t = output_sequence + static_cast<std::size_t>(step) * state;
-
-        for (int q = 0; q < kGates; ++q) {
-          float* gate = gates_[q].data();
-          const float* w_ih_q = t.w_ih[layer] + static_cast<std::size_t>(q) * H * input_size;
-          const float* w_hh_q = t.w_hh[layer] + static_cast<std::size_t>(q) * H * H;
-          // gate_q = W_ih[q] · x_t: (H x I) · (I x B), W_ih[q] transposed from its storage
-          CUBLAS_CHECK(cublasSgemm(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, H, B, input_size, &one,
-                                   w_ih_q, input_size, x_t, input_size, &zero, gate, H));
-          // gate_q += W_hh[q] · h_{t-1}  (beta = 1 accumulates onto the input part)
-          CUBLAS_CHECK(cublasSgemm(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, H, B, H, &one, w_hh_q, H,
-                                   h_prev, H, &one, gate, H));
-          add_biases_kernel<<<blocks, kThreadsPerBlock, 0, stream>>>(
-              gate, t.b_ih[layer] + q * H, t.b_hh[layer] + q * H, H, state);
-          CUDA_CHECK_LAUNCH();
-          if (q == kGateG) {
-            tanh_kernel<<<blocks, kThreadsPerBlock, 0, stream>>>(gate, state);
-          } else {
-            sigmoid_kernel<<<blocks, kThreadsPerBlock, 0, stream>>>(gate, state);
-          }
-          CUDA_CHECK_LAUNCH();
-        }
-        cell_update_kernel<<<blocks, kThreadsPerBlock, 0, stream>>>(
-            cell_.data(), gates_[0].data(), gates_[1].data(), gates_[2].data(), state);
-        CUDA_CHECK_LAUNCH();
-        hidden_output_kernel<<<blocks, kThreadsPerBlock, 0, stream>>>(h_t, gates_[3].data(),
-                                                                      cell_.data(), state);
-        CUDA_CHECK_LAUNCH();
-      }
-      // The layer's final states: h_{T-1} is the last slice of its output sequence.
-      const float* h_last = output_sequence + static_cast<std::size_t>(s.seq_len - 1) * state;
-      CUDA_CHECK(cudaMemcpyAsync(t.hy + static_cast<std::size_t>(layer) * state, h_last,
-                                 state * sizeof(float), cudaMemcpyDeviceToDevice, stream));
-      CUDA_CHECK(cudaMemcpyAsync(t.cy + static_cast<std::size_t>(layer) * state, cell_.data(),
-                                 state * sizeof(float), cudaMemcpyDeviceToDevice, stream));
-    }
+    // Layer by layer, all on the caller's stream.
+    for (int l = 0; l < s.layers; ++l)
+      enqueue_steps(t, l, stream);
   }
 
  private:
   /// Intermediate layers' h sequences (T, B, H): two, used alternately, when L > 2; one when
   /// L = 2; none when L = 1 (the only layer writes y).
   static int sequence_buffers(const ProblemSize& s) { return s.layers > 2 ? 2 : s.layers - 1; }
+
+  /// Enqueues layer l's steps on `stream`: c0 in before the first step, hy and cy out after the
+  /// last.
+  void enqueue_steps(const DeviceTensors& t, int l, cudaStream_t stream) {
+    const ProblemSize& s = t.size;
+    const int H = s.hidden, B = s.batch, state = B * H, input_size = s.layer_input_size(l);
+    const int blocks = ceil_div(state, kThreadsPerBlock);
+    const float one = 1.0f, zero = 0.0f;
+    // Layer 0 reads x; layer l > 0 reads layer l-1's h sequence.
+    const float* input_sequence = l == 0 ? t.x : layer_outputs_[(l - 1) % 2].data();
+    // The last layer writes y; the others, their h sequence for the next layer.
+    float* output_sequence = l == s.layers - 1 ? t.y : layer_outputs_[l % 2].data();
+
+    CUDA_CHECK(cudaMemcpyAsync(cell_.data(), t.c0 + static_cast<std::size_t>(l) * state,
+                               state * sizeof(float), cudaMemcpyDeviceToDevice, stream));
+    for (int step = 0; step < s.seq_len; ++step) {
+      const float* x_t = input_sequence + static_cast<std::size_t>(step) * B * input_size;
+      const float* h_prev = step == 0
+                                ? t.h0 + static_cast<std::size_t>(l) * state
+                                : output_sequence + static_cast<std::size_t>(step - 1) * state;
+      float* h_t = output_sequence + static_cast<std::size_t>(step) * state;
+      for (int q = 0; q < kGates; ++q) {
+        float* gate = gates_[q].data();
+        const float* w_ih_q = t.w_ih[l] + static_cast<std::size_t>(q) * H * input_size;
+        const float* w_hh_q = t.w_hh[l] + static_cast<std::size_t>(q) * H * H;
+        // gate_q = W_ih[q] · x_t: (H x I) · (I x B), W_ih[q] transposed from its storage
+        CUBLAS_CHECK(cublasSgemm(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, H, B, input_size, &one, w_ih_q,
+                                 input_size, x_t, input_size, &zero, gate, H));
+        // gate_q += W_hh[q] · h_{t-1}  (beta = 1 accumulates onto the input part)
+        CUBLAS_CHECK(cublasSgemm(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, H, B, H, &one, w_hh_q, H,
+                                 h_prev, H, &one, gate, H));
+        add_biases_kernel<<<blocks, kThreadsPerBlock, 0, stream>>>(gate, t.b_ih[l] + q * H,
+                                                                   t.b_hh[l] + q * H, H, state);
+        CUDA_CHECK_LAUNCH();
+        if (q == kGateG) {
+          tanh_kernel<<<blocks, kThreadsPerBlock, 0, stream>>>(gate, state);
+        } else {
+          sigmoid_kernel<<<blocks, kThreadsPerBlock, 0, stream>>>(gate, state);
+        }
+        CUDA_CHECK_LAUNCH();
+      }
+      cell_update_kernel<<<blocks, kThreadsPerBlock, 0, stream>>>(
+          cell_.data(), gates_[0].data(), gates_[1].data(), gates_[2].data(), state);
+      CUDA_CHECK_LAUNCH();
+      hidden_output_kernel<<<blocks, kThreadsPerBlock, 0, stream>>>(h_t, gates_[3].data(),
+                                                                    cell_.data(), state);
+      CUDA_CHECK_LAUNCH();
+    }
+
+    // The layer's final states: h_{T-1} is the last slice of its output sequence.
+    const float* h_last = output_sequence + static_cast<std::size_t>(s.seq_len - 1) * state;
+    CUDA_CHECK(cudaMemcpyAsync(t.hy + static_cast<std::size_t>(l) * state, h_last,
+                               state * sizeof(float), cudaMemcpyDeviceToDevice, stream));
+    CUDA_CHECK(cudaMemcpyAsync(t.cy + static_cast<std::size_t>(l) * state, cell_.data(),
+                               state * sizeof(float), cudaMemcpyDeviceToDevice, stream));
+  }
 
   cublasHandle_t cublas_ = nullptr;
   DeviceBuffer<float> gates_[kGates];  // (B, H) each: i, f, g, o
@@ -178,7 +164,7 @@ class NaiveStage final : public Stage {
 }  // namespace
 
 std::unique_ptr<Stage> make() {
-  return std::make_unique<NaiveStage>();
+  return std::make_unique<ForwardPass>();
 }
 
 }  // namespace lstm::LSTM_STAGE_NAMESPACE

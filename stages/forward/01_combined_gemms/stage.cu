@@ -1,31 +1,10 @@
 /*! \file stages/forward/01_combined_gemms/stage.cu
- *  \brief Stage 01: one GEMM for the four gates, one GEMM for a layer's inputs.
+ *  \brief Stage 01: one GEMM for the four gates, one GEMM for a layer's inputs. The lesson is in
+ *         README.md beside this file.
  *
- * The index of the stages, the prediction and the measurement: README.md beside this file.
- *
- * What this stage adds (to 00_naive):
- *   1. The four gates' matrices are stacked (PyTorch already stores them so: W_ih is (4H, I)),
- *      so the recurrent part of a step is ONE 4H x B x H GEMM instead of four H x B x H ones.
- *   2. A layer's input part W_ih · x_t does not depend on the recurrence, so it is computed for
- *      all T steps up front as ONE 4H x (T*B) x I GEMM; each step then adds W_hh · h_{t-1} onto
- *      its slice (beta = 1).
- *   The gates now lie side by side in a (T, B, 4H) buffer, so the element-wise kernels (still ten
- *   per step, unchanged in what they compute) address gate q of batch row b at b*4H + q*H.
- *   Launches per step and layer: 1 GEMM + 10 element-wise kernels = 11 (was 18), plus one large
- *   GEMM per layer. Canonical config: 11 * 400 + 4 = 4,404 launches (was 7,200).
- *
- * Prediction: stage 00 measured ~180 µs per step and layer for 18 launches (about 10 µs for a
- * cuBLAS call, 5-6 µs for a small kernel). Now: one 2048 x 64 x 512 GEMM (estimated at ~20 µs
- * in this TN layout) + 10 small kernels (~55 µs) + 1/100 of the input GEMM (~3 µs, estimated) ≈
- * 80 µs per step and layer: about 2.2x faster, ~32 ms at the canonical config. The 2016 blog
- * measured 2.1x for the same change on an M40.
- *
- * Measured: see README.md (generated from results/h100-sxm/).
- *
- * Layouts: PyTorch's, row-major. cuBLAS is column-major, so a row-major (4H, I) weight is a
- * column-major (I, 4H) matrix: we ask for its transpose (CUBLAS_OP_T). x_t (B, I) row-major is
- * column-major (I, B), used as is; all T steps of x, (T*B, I) row-major, are one column-major
- * (I, T*B) matrix. The gate result is column-major (4H, T*B), i.e. row-major (T, B, 4H).
+ * As stage 00, but a step's recurrent part is one 4H x B x H GEMM for the four gates
+ * (enqueue_steps), and a layer's input parts W_ih · x_t are one 4H x (T*B) x I GEMM for all
+ * steps up front (enqueue_input_gemm). The gates lie side by side in a (T, B, 4H) buffer.
  */
 #include <cublas_v2.h>
 
@@ -92,9 +71,9 @@ __global__ void hidden_output_kernel(float* hidden_out, const float* output_gate
   hidden_out[index] = output_gate[gate_offset(index, hidden, stride)] * tanhf(cell[index]);
 }
 
-class CombinedGemmsStage final : public Stage {
+class ForwardPass final : public Stage {
  public:
-  ~CombinedGemmsStage() override {
+  ~ForwardPass() override {
     if (cublas_) cublasDestroy(cublas_);
   }
 
@@ -117,59 +96,11 @@ class CombinedGemmsStage final : public Stage {
 
   void forward(const DeviceTensors& t, cudaStream_t stream) override {
     const ProblemSize& s = t.size;
-    const int H = s.hidden, B = s.batch, state = B * H, four_h = kGates * H;
-    const int blocks = ceil_div(state, kThreadsPerBlock);
-    const float one = 1.0f, zero = 0.0f;
     CUBLAS_CHECK(cublasSetStream(cublas_, stream));
-
-    for (int layer = 0; layer < s.layers; ++layer) {
-      const int input_size = s.layer_input_size(layer);
-      // Layer 0 reads x; layer l > 0 reads layer l-1's h sequence. The last layer writes y.
-      const float* input_sequence = layer == 0 ? t.x : layer_outputs_[(layer - 1) % 2].data();
-      float* output_sequence = layer == s.layers - 1 ? t.y : layer_outputs_[layer % 2].data();
-      CUDA_CHECK(cudaMemcpyAsync(cell_.data(), t.c0 + static_cast<std::size_t>(layer) * state,
-                                 state * sizeof(float), cudaMemcpyDeviceToDevice, stream));
-
-      // All steps' input parts at once: gates = W_ih · [x_0 ... x_{T-1}], (4H x I) · (I x T*B)
-      CUBLAS_CHECK(cublasSgemm(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, four_h, s.seq_len * B, input_size,
-                               &one, t.w_ih[layer], input_size, input_sequence, input_size, &zero,
-                               gates_.data(), four_h));
-
-      for (int step = 0; step < s.seq_len; ++step) {
-        const float* h_prev = step == 0
-                                  ? t.h0 + static_cast<std::size_t>(layer) * state
-                                  : output_sequence + static_cast<std::size_t>(step - 1) * state;
-        float* h_t = output_sequence + static_cast<std::size_t>(step) * state;
-        float* gates_t = gates_.data() + static_cast<std::size_t>(step) * B * four_h;
-
-        // gates_t += W_hh · h_{t-1}: all four gates in one (4H x H) · (H x B) GEMM
-        CUBLAS_CHECK(cublasSgemm(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, four_h, B, H, &one,
-                                 t.w_hh[layer], H, h_prev, H, &one, gates_t, four_h));
-        for (int q = 0; q < kGates; ++q) {
-          float* gate = gates_t + q * H;  // gate q: columns qH..qH+H-1 of each (B, 4H) row
-          add_biases_kernel<<<blocks, kThreadsPerBlock, 0, stream>>>(
-              gate, t.b_ih[layer] + q * H, t.b_hh[layer] + q * H, H, four_h, state);
-          CUDA_CHECK_LAUNCH();
-          if (q == kGateG) {
-            tanh_kernel<<<blocks, kThreadsPerBlock, 0, stream>>>(gate, H, four_h, state);
-          } else {
-            sigmoid_kernel<<<blocks, kThreadsPerBlock, 0, stream>>>(gate, H, four_h, state);
-          }
-          CUDA_CHECK_LAUNCH();
-        }
-        cell_update_kernel<<<blocks, kThreadsPerBlock, 0, stream>>>(
-            cell_.data(), gates_t, gates_t + H, gates_t + 2 * H, H, four_h, state);
-        CUDA_CHECK_LAUNCH();
-        hidden_output_kernel<<<blocks, kThreadsPerBlock, 0, stream>>>(
-            h_t, gates_t + 3 * H, cell_.data(), H, four_h, state);
-        CUDA_CHECK_LAUNCH();
-      }
-      // The layer's final states: h_{T-1} is the last slice of its output sequence.
-      const float* h_last = output_sequence + static_cast<std::size_t>(s.seq_len - 1) * state;
-      CUDA_CHECK(cudaMemcpyAsync(t.hy + static_cast<std::size_t>(layer) * state, h_last,
-                                 state * sizeof(float), cudaMemcpyDeviceToDevice, stream));
-      CUDA_CHECK(cudaMemcpyAsync(t.cy + static_cast<std::size_t>(layer) * state, cell_.data(),
-                                 state * sizeof(float), cudaMemcpyDeviceToDevice, stream));
+    // Layer by layer, all on the caller's stream: the layer's input GEMM, then its steps.
+    for (int l = 0; l < s.layers; ++l) {
+      enqueue_input_gemm(t, l);
+      enqueue_steps(t, l, stream);
     }
   }
 
@@ -177,6 +108,69 @@ class CombinedGemmsStage final : public Stage {
   /// Intermediate layers' h sequences (T, B, H): two, used alternately, when L > 2; one when
   /// L = 2; none when L = 1 (the only layer writes y).
   static int sequence_buffers(const ProblemSize& s) { return s.layers > 2 ? 2 : s.layers - 1; }
+
+  /// Enqueues layer l's input GEMM: the input parts of all T steps at once.
+  void enqueue_input_gemm(const DeviceTensors& t, int l) {
+    const ProblemSize& s = t.size;
+    const int B = s.batch, four_h = kGates * s.hidden, input_size = s.layer_input_size(l);
+    const float one = 1.0f, zero = 0.0f;
+    // Layer 0 reads x; layer l > 0 reads layer l-1's h sequence.
+    const float* input_sequence = l == 0 ? t.x : layer_outputs_[(l - 1) % 2].data();
+
+    // All steps' input parts at once: gates = W_ih · [x_0 ... x_{T-1}], (4H x I) · (I x T*B)
+    CUBLAS_CHECK(cublasSgemm(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, four_h, s.seq_len * B, input_size,
+                             &one, t.w_ih[l], input_size, input_sequence, input_size, &zero,
+                             gates_.data(), four_h));
+  }
+
+  /// Enqueues layer l's steps on `stream`: c0 in before the first step, hy and cy out after the
+  /// last.
+  void enqueue_steps(const DeviceTensors& t, int l, cudaStream_t stream) {
+    const ProblemSize& s = t.size;
+    const int H = s.hidden, B = s.batch, state = B * H, four_h = kGates * H;
+    const int blocks = ceil_div(state, kThreadsPerBlock);
+    const float one = 1.0f;
+    // The last layer writes y; the others, their h sequence for the next layer.
+    float* output_sequence = l == s.layers - 1 ? t.y : layer_outputs_[l % 2].data();
+
+    CUDA_CHECK(cudaMemcpyAsync(cell_.data(), t.c0 + static_cast<std::size_t>(l) * state,
+                               state * sizeof(float), cudaMemcpyDeviceToDevice, stream));
+    for (int step = 0; step < s.seq_len; ++step) {
+      const float* h_prev = step == 0
+                                ? t.h0 + static_cast<std::size_t>(l) * state
+                                : output_sequence + static_cast<std::size_t>(step - 1) * state;
+      float* h_t = output_sequence + static_cast<std::size_t>(step) * state;
+      float* gates_t = gates_.data() + static_cast<std::size_t>(step) * B * four_h;
+      // gates_t += W_hh · h_{t-1}: all four gates in one (4H x H) · (H x B) GEMM
+      CUBLAS_CHECK(cublasSgemm(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, four_h, B, H, &one, t.w_hh[l], H,
+                               h_prev, H, &one, gates_t, four_h));
+      for (int q = 0; q < kGates; ++q) {
+        float* gate = gates_t + q * H;  // gate q: columns qH..qH+H-1 of each (B, 4H) row
+        add_biases_kernel<<<blocks, kThreadsPerBlock, 0, stream>>>(
+            gate, t.b_ih[l] + q * H, t.b_hh[l] + q * H, H, four_h, state);
+        CUDA_CHECK_LAUNCH();
+        if (q == kGateG) {
+          tanh_kernel<<<blocks, kThreadsPerBlock, 0, stream>>>(gate, H, four_h, state);
+        } else {
+          sigmoid_kernel<<<blocks, kThreadsPerBlock, 0, stream>>>(gate, H, four_h, state);
+        }
+        CUDA_CHECK_LAUNCH();
+      }
+      cell_update_kernel<<<blocks, kThreadsPerBlock, 0, stream>>>(
+          cell_.data(), gates_t, gates_t + H, gates_t + 2 * H, H, four_h, state);
+      CUDA_CHECK_LAUNCH();
+      hidden_output_kernel<<<blocks, kThreadsPerBlock, 0, stream>>>(h_t, gates_t + 3 * H,
+                                                                    cell_.data(), H, four_h, state);
+      CUDA_CHECK_LAUNCH();
+    }
+
+    // The layer's final states: h_{T-1} is the last slice of its output sequence.
+    const float* h_last = output_sequence + static_cast<std::size_t>(s.seq_len - 1) * state;
+    CUDA_CHECK(cudaMemcpyAsync(t.hy + static_cast<std::size_t>(l) * state, h_last,
+                               state * sizeof(float), cudaMemcpyDeviceToDevice, stream));
+    CUDA_CHECK(cudaMemcpyAsync(t.cy + static_cast<std::size_t>(l) * state, cell_.data(),
+                               state * sizeof(float), cudaMemcpyDeviceToDevice, stream));
+  }
 
   cublasHandle_t cublas_ = nullptr;
   DeviceBuffer<float> gates_;  // (T, B, 4H): every step's i, f, g, o side by side
@@ -187,7 +181,7 @@ class CombinedGemmsStage final : public Stage {
 }  // namespace
 
 std::unique_ptr<Stage> make() {
-  return std::make_unique<CombinedGemmsStage>();
+  return std::make_unique<ForwardPass>();
 }
 
 }  // namespace lstm::LSTM_STAGE_NAMESPACE

@@ -1,39 +1,10 @@
 /*! \file stages/forward/02_streams/stage.cu
- *  \brief Stage 02: input and recurrent GEMMs on separate streams, joined by events.
+ *  \brief Stage 02: input and recurrent GEMMs on separate streams, joined by events. The lesson
+ *         is in README.md beside this file.
  *
- * The index of the stages, the prediction and the measurement: README.md beside this file.
- *
- * What this stage adds (to 01_combined_gemms):
- *   1. Two streams of the stage's own: the recurrence (recurrent GEMM and element-wise kernels,
- *      the critical path) on a high-priority stream, the input GEMMs on a low-priority one, so
- *      that the input GEMM runs beside the recurrence instead of before it.
- *   2. A layer's input GEMM is split into chunks of kChunkSteps = 10 time steps, each announcing
- *      itself with an event; the recurrence waits only for the chunk of the step it is at, so it
- *      starts after the first chunk instead of after the whole input GEMM.
- *   Events order everything: the pass starts after the caller's earlier work (event "start"),
- *   a layer's input GEMMs wait for the previous layer's recurrence ("layer done"), and the
- *   caller's stream waits for the recurrence's end ("finished"). Layers are still sequential.
- *   Launches per step and layer: unchanged, 1 GEMM + 10 element-wise kernels = 11, plus
- *   ceil(T / 10) input GEMMs per layer (was 1). Canonical config: 11 * 400 + 40 = 4,440 launches,
- *   plus one event record and one wait per chunk and per layer (host calls, no kernels).
- *
- * Prediction: little to gain at the canonical config. The input GEMM is ~0.3 ms per layer
- * (estimated), ~3 µs of stage 01's ~80 µs per step and layer (~4%). Now only its first chunk
- * (1/10 of the work, ~40 µs at a chunk's lower efficiency) stays on the critical path: at most
- * ~0.3 ms per layer, ~1.2 ms of ~32 ms saved. Less in practice: stage 01 is launch-bound, so the
- * host was already queueing steps while the big GEMM ran and the GPU then caught up; the chunks
- * add 9 cuBLAS calls and 20 event calls per layer on the host; and they share the SMs with the
- * recurrence. Expect 0-4%, ~31-32 ms: within run-to-run noise. It should pay more where the input
- * GEMM is a larger share of a layer: large I (its cost grows with I, the recurrence's does not),
- * large B (it grows with T*B while a step's launch floor does not), and after stage 03 has made
- * the steps ~3x cheaper, where the same 326 µs becomes ~13% of a layer.
- *
- * Measured: see README.md (generated from results/h100-sxm/).
- *
- * Layouts: PyTorch's, row-major. cuBLAS is column-major, so a row-major (4H, I) weight is a
- * column-major (I, 4H) matrix: we ask for its transpose (CUBLAS_OP_T). x_t (B, I) row-major is
- * column-major (I, B), used as is; all T steps of x, (T*B, I) row-major, are one column-major
- * (I, T*B) matrix. The gate result is column-major (4H, T*B), i.e. row-major (T, B, 4H).
+ * As stage 01, but the input GEMM runs in chunks of kChunkSteps steps on a low-priority stream of
+ * its own, beside the recurrence on a high-priority one; each chunk records an event, and the
+ * recurrence waits only for the chunk of the step it has reached. Layers are still sequential.
  */
 #include <cublas_v2.h>
 
@@ -103,9 +74,9 @@ __global__ void hidden_output_kernel(float* hidden_out, const float* output_gate
   hidden_out[index] = output_gate[gate_offset(index, hidden, stride)] * tanhf(cell[index]);
 }
 
-class StreamsStage final : public Stage {
+class ForwardPass final : public Stage {
  public:
-  ~StreamsStage() override {
+  ~ForwardPass() override {
     if (cublas_input_) cublasDestroy(cublas_input_);
     if (cublas_recurrent_) cublasDestroy(cublas_recurrent_);
     for (cudaEvent_t event : chunk_ready_)
@@ -125,6 +96,7 @@ class StreamsStage final : public Stage {
   void prepare(const DeviceTensors& t) override {
     const ProblemSize& s = t.size;
     const std::size_t state = static_cast<std::size_t>(s.batch) * s.hidden;
+    const int chunks = ceil_div(s.seq_len, kChunkSteps);
     // The recurrence is the critical path: its stream gets the highest priority, so the block
     // scheduler serves its kernels first whenever input-GEMM blocks are waiting for SMs too.
     int lowest_priority = 0, highest_priority = 0;
@@ -143,11 +115,9 @@ class StreamsStage final : public Stage {
     // Events only order work here: without timing, recording and waiting are cheaper.
     for (cudaEvent_t* event : {&start_, &layer_done_, &finished_})
       CUDA_CHECK(cudaEventCreateWithFlags(event, cudaEventDisableTiming));
-    for (int chunk = 0; chunk < ceil_div(s.seq_len, kChunkSteps); ++chunk) {
-      cudaEvent_t event = nullptr;
+    chunk_ready_.resize(chunks);
+    for (cudaEvent_t& event : chunk_ready_)
       CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
-      chunk_ready_.push_back(event);
-    }
     gates_.allocate(static_cast<std::size_t>(s.seq_len) * kGates * state);
     cell_.allocate(state);
     for (int i = 0; i < sequence_buffers(s); ++i)
@@ -156,83 +126,18 @@ class StreamsStage final : public Stage {
 
   void forward(const DeviceTensors& t, cudaStream_t stream) override {
     const ProblemSize& s = t.size;
-    const int H = s.hidden, B = s.batch, state = B * H, four_h = kGates * H;
-    const int blocks = ceil_div(state, kThreadsPerBlock);
-    const float one = 1.0f, zero = 0.0f;
-    // Both side streams start after the work already on the caller's stream: the harness's
+    const int chunks = ceil_div(s.seq_len, kChunkSteps);
+    // Every side stream starts after the work already on the caller's stream: the harness's
     // poisoning of y, hy, cy, and the previous pass (joined back into `stream` at its end).
     CUDA_CHECK(cudaEventRecord(start_, stream));
     CUDA_CHECK(cudaStreamWaitEvent(input_stream_, start_, 0));
     CUDA_CHECK(cudaStreamWaitEvent(recurrent_stream_, start_, 0));
-
-    for (int layer = 0; layer < s.layers; ++layer) {
-      const int input_size = s.layer_input_size(layer);
-      // Layer 0 reads x; layer l > 0 reads layer l-1's h sequence. The last layer writes y.
-      const float* input_sequence = layer == 0 ? t.x : layer_outputs_[(layer - 1) % 2].data();
-      float* output_sequence = layer == s.layers - 1 ? t.y : layer_outputs_[layer % 2].data();
-      CUDA_CHECK(cudaMemcpyAsync(cell_.data(), t.c0 + static_cast<std::size_t>(layer) * state,
-                                 state * sizeof(float), cudaMemcpyDeviceToDevice,
-                                 recurrent_stream_));
-
-      // Layer l-1's recurrence wrote this layer's input sequence and still reads the gates
-      // buffer that these GEMMs overwrite: one wait on "layer done" covers both hazards.
-      if (layer > 0) CUDA_CHECK(cudaStreamWaitEvent(input_stream_, layer_done_, 0));
-      for (int chunk = 0; chunk < static_cast<int>(chunk_ready_.size()); ++chunk) {
-        const int first = chunk * kChunkSteps, steps = std::min(kChunkSteps, s.seq_len - first);
-        // Steps [first, first + steps) at once: (4H x I) · (I x steps*B), on the input stream
-        CUBLAS_CHECK(cublasSgemm(
-            cublas_input_, CUBLAS_OP_T, CUBLAS_OP_N, four_h, steps * B, input_size, &one,
-            t.w_ih[layer], input_size,
-            input_sequence + static_cast<std::size_t>(first) * B * input_size, input_size, &zero,
-            gates_.data() + static_cast<std::size_t>(first) * B * four_h, four_h));
-        CUDA_CHECK(cudaEventRecord(chunk_ready_[chunk], input_stream_));
-      }
-
-      for (int step = 0; step < s.seq_len; ++step) {
-        const float* h_prev = step == 0
-                                  ? t.h0 + static_cast<std::size_t>(layer) * state
-                                  : output_sequence + static_cast<std::size_t>(step - 1) * state;
-        float* h_t = output_sequence + static_cast<std::size_t>(step) * state;
-        float* gates_t = gates_.data() + static_cast<std::size_t>(step) * B * four_h;
-        // A chunk's first step waits for its input GEMM; the chunk's other steps follow in order.
-        // So a layer's recurrence ends after its input GEMMs have read their input sequence,
-        // which layer l+2's recurrence, later on this stream, overwrites (buffers alternate).
-        if (step % kChunkSteps == 0) {
-          CUDA_CHECK(cudaStreamWaitEvent(recurrent_stream_, chunk_ready_[step / kChunkSteps], 0));
-        }
-
-        // gates_t += W_hh · h_{t-1}: all four gates in one (4H x H) · (H x B) GEMM
-        CUBLAS_CHECK(cublasSgemm(cublas_recurrent_, CUBLAS_OP_T, CUBLAS_OP_N, four_h, B, H, &one,
-                                 t.w_hh[layer], H, h_prev, H, &one, gates_t, four_h));
-        for (int q = 0; q < kGates; ++q) {
-          float* gate = gates_t + q * H;  // gate q: columns qH..qH+H-1 of each (B, 4H) row
-          add_biases_kernel<<<blocks, kThreadsPerBlock, 0, recurrent_stream_>>>(
-              gate, t.b_ih[layer] + q * H, t.b_hh[layer] + q * H, H, four_h, state);
-          CUDA_CHECK_LAUNCH();
-          if (q == kGateG) {
-            tanh_kernel<<<blocks, kThreadsPerBlock, 0, recurrent_stream_>>>(gate, H, four_h, state);
-          } else {
-            sigmoid_kernel<<<blocks, kThreadsPerBlock, 0, recurrent_stream_>>>(gate, H, four_h,
-                                                                               state);
-          }
-          CUDA_CHECK_LAUNCH();
-        }
-        cell_update_kernel<<<blocks, kThreadsPerBlock, 0, recurrent_stream_>>>(
-            cell_.data(), gates_t, gates_t + H, gates_t + 2 * H, H, four_h, state);
-        CUDA_CHECK_LAUNCH();
-        hidden_output_kernel<<<blocks, kThreadsPerBlock, 0, recurrent_stream_>>>(
-            h_t, gates_t + 3 * H, cell_.data(), H, four_h, state);
-        CUDA_CHECK_LAUNCH();
-      }
-      CUDA_CHECK(cudaEventRecord(layer_done_, recurrent_stream_));
-      // The layer's final states: h_{T-1} is the last slice of its output sequence.
-      const float* h_last = output_sequence + static_cast<std::size_t>(s.seq_len - 1) * state;
-      CUDA_CHECK(cudaMemcpyAsync(t.hy + static_cast<std::size_t>(layer) * state, h_last,
-                                 state * sizeof(float), cudaMemcpyDeviceToDevice,
-                                 recurrent_stream_));
-      CUDA_CHECK(cudaMemcpyAsync(t.cy + static_cast<std::size_t>(layer) * state, cell_.data(),
-                                 state * sizeof(float), cudaMemcpyDeviceToDevice,
-                                 recurrent_stream_));
+    // Layer by layer: all of a layer's input-GEMM chunks, then its steps.
+    for (int l = 0; l < s.layers; ++l) {
+      for (int chunk = 0; chunk < chunks; ++chunk)
+        enqueue_input_gemm(t, l, chunk);
+      for (int chunk = 0; chunk < chunks; ++chunk)
+        enqueue_steps(t, l, chunk);
     }
     // Join: the recurrent stream waited for every chunk, so its end is the end of all the work;
     // the caller's stream waits for it, and the caller's synchronisation covers the whole pass.
@@ -244,6 +149,90 @@ class StreamsStage final : public Stage {
   /// Intermediate layers' h sequences (T, B, H): two, used alternately, when L > 2; one when
   /// L = 2; none when L = 1 (the only layer writes y).
   static int sequence_buffers(const ProblemSize& s) { return s.layers > 2 ? 2 : s.layers - 1; }
+
+  /// Enqueues chunk `chunk` of layer l's input GEMM on the input stream, after layer l-1's
+  /// recurrence.
+  void enqueue_input_gemm(const DeviceTensors& t, int l, int chunk) {
+    const ProblemSize& s = t.size;
+    const int B = s.batch, four_h = kGates * s.hidden, input_size = s.layer_input_size(l);
+    const float one = 1.0f, zero = 0.0f;
+    // Layer 0 reads x; layer l > 0 reads layer l-1's h sequence.
+    const float* input_sequence = l == 0 ? t.x : layer_outputs_[(l - 1) % 2].data();
+    const int first = chunk * kChunkSteps, steps = std::min(kChunkSteps, s.seq_len - first);
+
+    // Layer l-1's recurrence wrote this layer's input sequence and still reads the gates
+    // buffer that these GEMMs overwrite: one wait on "layer done" covers both hazards.
+    if (l > 0 && chunk == 0) CUDA_CHECK(cudaStreamWaitEvent(input_stream_, layer_done_, 0));
+    // Steps [first, first + steps) at once: (4H x I) · (I x steps*B), on the input stream
+    CUBLAS_CHECK(cublasSgemm(
+        cublas_input_, CUBLAS_OP_T, CUBLAS_OP_N, four_h, steps * B, input_size, &one, t.w_ih[l],
+        input_size, input_sequence + static_cast<std::size_t>(first) * B * input_size, input_size,
+        &zero, gates_.data() + static_cast<std::size_t>(first) * B * four_h, four_h));
+    CUDA_CHECK(cudaEventRecord(chunk_ready_[chunk], input_stream_));
+  }
+
+  /// Enqueues the steps of chunk `chunk` of layer l on the recurrent stream, after the chunk's
+  /// input GEMM: c0 in before the first step, hy and cy out after the last.
+  void enqueue_steps(const DeviceTensors& t, int l, int chunk) {
+    const ProblemSize& s = t.size;
+    const int H = s.hidden, B = s.batch, state = B * H, four_h = kGates * H;
+    const int blocks = ceil_div(state, kThreadsPerBlock);
+    const float one = 1.0f;
+    // The last layer writes y; the others, their h sequence for the next layer.
+    float* output_sequence = l == s.layers - 1 ? t.y : layer_outputs_[l % 2].data();
+    const int first = chunk * kChunkSteps, steps = std::min(kChunkSteps, s.seq_len - first);
+
+    // The chunk's steps wait for its input GEMM. So a layer's recurrence ends after its input
+    // GEMMs have read their input sequence, which layer l+2's recurrence, later on this stream,
+    // overwrites (buffers alternate).
+    CUDA_CHECK(cudaStreamWaitEvent(recurrent_stream_, chunk_ready_[chunk], 0));
+    if (chunk == 0) {
+      CUDA_CHECK(cudaMemcpyAsync(cell_.data(), t.c0 + static_cast<std::size_t>(l) * state,
+                                 state * sizeof(float), cudaMemcpyDeviceToDevice,
+                                 recurrent_stream_));
+    }
+    for (int step = first; step < first + steps; ++step) {
+      const float* h_prev = step == 0
+                                ? t.h0 + static_cast<std::size_t>(l) * state
+                                : output_sequence + static_cast<std::size_t>(step - 1) * state;
+      float* h_t = output_sequence + static_cast<std::size_t>(step) * state;
+      float* gates_t = gates_.data() + static_cast<std::size_t>(step) * B * four_h;
+      // gates_t += W_hh · h_{t-1}: all four gates in one (4H x H) · (H x B) GEMM
+      CUBLAS_CHECK(cublasSgemm(cublas_recurrent_, CUBLAS_OP_T, CUBLAS_OP_N, four_h, B, H, &one,
+                               t.w_hh[l], H, h_prev, H, &one, gates_t, four_h));
+      for (int q = 0; q < kGates; ++q) {
+        float* gate = gates_t + q * H;  // gate q: columns qH..qH+H-1 of each (B, 4H) row
+        add_biases_kernel<<<blocks, kThreadsPerBlock, 0, recurrent_stream_>>>(
+            gate, t.b_ih[l] + q * H, t.b_hh[l] + q * H, H, four_h, state);
+        CUDA_CHECK_LAUNCH();
+        if (q == kGateG) {
+          tanh_kernel<<<blocks, kThreadsPerBlock, 0, recurrent_stream_>>>(gate, H, four_h, state);
+        } else {
+          sigmoid_kernel<<<blocks, kThreadsPerBlock, 0, recurrent_stream_>>>(gate, H, four_h,
+                                                                             state);
+        }
+        CUDA_CHECK_LAUNCH();
+      }
+      cell_update_kernel<<<blocks, kThreadsPerBlock, 0, recurrent_stream_>>>(
+          cell_.data(), gates_t, gates_t + H, gates_t + 2 * H, H, four_h, state);
+      CUDA_CHECK_LAUNCH();
+      hidden_output_kernel<<<blocks, kThreadsPerBlock, 0, recurrent_stream_>>>(
+          h_t, gates_t + 3 * H, cell_.data(), H, four_h, state);
+      CUDA_CHECK_LAUNCH();
+    }
+
+    if (chunk == static_cast<int>(chunk_ready_.size()) - 1) {
+      CUDA_CHECK(cudaEventRecord(layer_done_, recurrent_stream_));
+      // The layer's final states: h_{T-1} is the last slice of its output sequence.
+      const float* h_last = output_sequence + static_cast<std::size_t>(s.seq_len - 1) * state;
+      CUDA_CHECK(cudaMemcpyAsync(t.hy + static_cast<std::size_t>(l) * state, h_last,
+                                 state * sizeof(float), cudaMemcpyDeviceToDevice,
+                                 recurrent_stream_));
+      CUDA_CHECK(cudaMemcpyAsync(t.cy + static_cast<std::size_t>(l) * state, cell_.data(),
+                                 state * sizeof(float), cudaMemcpyDeviceToDevice,
+                                 recurrent_stream_));
+    }
+  }
 
   cudaStream_t recurrent_stream_ = nullptr;  // high priority: recurrent GEMMs, element-wise work
   cudaStream_t input_stream_ = nullptr;      // low priority: the input GEMMs, chunk by chunk
@@ -261,7 +250,7 @@ class StreamsStage final : public Stage {
 }  // namespace
 
 std::unique_ptr<Stage> make() {
-  return std::make_unique<StreamsStage>();
+  return std::make_unique<ForwardPass>();
 }
 
 }  // namespace lstm::LSTM_STAGE_NAMESPACE

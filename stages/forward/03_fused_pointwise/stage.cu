@@ -1,34 +1,9 @@
 /*! \file stages/forward/03_fused_pointwise/stage.cu
- *  \brief Stage 03: all element-wise work of a step in one kernel.
+ *  \brief Stage 03: all element-wise work of a step in one kernel. The lesson is in README.md
+ *         beside this file.
  *
- * The index of the stages, the prediction and the measurement: README.md beside this file.
- *
- * What this stage adds (to 02_streams):
- *   1. The ten element-wise kernels of a step (4 bias adds, 3 sigmoids, 1 tanh, the cell update,
- *      the hidden output) become ONE kernel, lstm_pointwise_kernel: per element (b, j) of (B, H)
- *      it reads the four pre-activations, adds both biases, applies sigma/sigma/tanh/sigma,
- *      updates c in place and writes h into the layer's output sequence.
- *   2. The activated gates stay in registers: they are never written back to memory. Per step the
- *      element-wise part now moves 4 + 2 + 1 = 7 floats per element (gates, c read and written,
- *      h; the biases are 8H floats, cached), where the ten kernels moved 4*2 + 4*2 + 5 + 3 = 24.
- *   Launches per step and layer: 1 GEMM + 1 element-wise kernel = 2 (was 11), plus ceil(T / 10)
- *   input GEMMs per layer. Canonical config: 2 * 400 + 40 = 840 launches (was 4,440).
- *
- * Prediction: stage 00 measured ~10 µs per cuBLAS call and ~5.5 µs per small kernel. The nine
- * launches removed per step were ~50 µs of stage 02's ~80 µs per step and layer; what is left is
- * the recurrent GEMM (2048 x 64 x 512 in this TN layout, ~20 µs as stage 01 estimated), which now
- * takes longer on the GPU than the host needs to issue it, plus one small kernel (~3-5 µs): about
- * 20-25 µs per step and layer, ~8-10 ms at the canonical config (stage 02: ~31 ms). That is
- * ~3x over stages 01-02 and 6-8x over stage 00 (the target: at least 3x over stage 00). The 2016
- * blog measured 2.7x for this step on an M40. The input GEMMs, 326 µs per layer, are now ~13% of
- * a layer's time; stage 02's streams hide all but their first chunk.
- *
- * Measured: see README.md (generated from results/h100-sxm/).
- *
- * Layouts: PyTorch's, row-major. cuBLAS is column-major, so a row-major (4H, I) weight is a
- * column-major (I, 4H) matrix: we ask for its transpose (CUBLAS_OP_T). x_t (B, I) row-major is
- * column-major (I, B), used as is; all T steps of x, (T*B, I) row-major, are one column-major
- * (I, T*B) matrix. The gate result is column-major (4H, T*B), i.e. row-major (T, B, 4H).
+ * As stage 02, but the ten element-wise kernels of a step become one, lstm_pointwise_kernel:
+ * biases, activations, c_t and h_t of one element per thread, the activated gates in registers.
  */
 #include <cublas_v2.h>
 
@@ -71,9 +46,9 @@ __global__ void lstm_pointwise_kernel(const float* gates, const float* b_ih, con
   hidden_out[index] = act[3] * tanhf(c);  // h = o * tanh(c)
 }
 
-class FusedPointwiseStage final : public Stage {
+class ForwardPass final : public Stage {
  public:
-  ~FusedPointwiseStage() override {
+  ~ForwardPass() override {
     if (cublas_input_) cublasDestroy(cublas_input_);
     if (cublas_recurrent_) cublasDestroy(cublas_recurrent_);
     for (cudaEvent_t event : chunk_ready_)
@@ -93,6 +68,7 @@ class FusedPointwiseStage final : public Stage {
   void prepare(const DeviceTensors& t) override {
     const ProblemSize& s = t.size;
     const std::size_t state = static_cast<std::size_t>(s.batch) * s.hidden;
+    const int chunks = ceil_div(s.seq_len, kChunkSteps);
     // The recurrence is the critical path: its stream gets the highest priority, so the block
     // scheduler serves its kernels first whenever input-GEMM blocks are waiting for SMs too.
     int lowest_priority = 0, highest_priority = 0;
@@ -111,11 +87,9 @@ class FusedPointwiseStage final : public Stage {
     // Events only order work here: without timing, recording and waiting are cheaper.
     for (cudaEvent_t* event : {&start_, &layer_done_, &finished_})
       CUDA_CHECK(cudaEventCreateWithFlags(event, cudaEventDisableTiming));
-    for (int chunk = 0; chunk < ceil_div(s.seq_len, kChunkSteps); ++chunk) {
-      cudaEvent_t event = nullptr;
+    chunk_ready_.resize(chunks);
+    for (cudaEvent_t& event : chunk_ready_)
       CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
-      chunk_ready_.push_back(event);
-    }
     gates_.allocate(static_cast<std::size_t>(s.seq_len) * kGates * state);
     cell_.allocate(state);
     for (int i = 0; i < sequence_buffers(s); ++i)
@@ -124,68 +98,18 @@ class FusedPointwiseStage final : public Stage {
 
   void forward(const DeviceTensors& t, cudaStream_t stream) override {
     const ProblemSize& s = t.size;
-    const int H = s.hidden, B = s.batch, state = B * H, four_h = kGates * H;
-    const int blocks = ceil_div(state, kThreadsPerBlock);
-    const float one = 1.0f, zero = 0.0f;
-    // Both side streams start after the work already on the caller's stream: the harness's
+    const int chunks = ceil_div(s.seq_len, kChunkSteps);
+    // Every side stream starts after the work already on the caller's stream: the harness's
     // poisoning of y, hy, cy, and the previous pass (joined back into `stream` at its end).
     CUDA_CHECK(cudaEventRecord(start_, stream));
     CUDA_CHECK(cudaStreamWaitEvent(input_stream_, start_, 0));
     CUDA_CHECK(cudaStreamWaitEvent(recurrent_stream_, start_, 0));
-
-    for (int layer = 0; layer < s.layers; ++layer) {
-      const int input_size = s.layer_input_size(layer);
-      // Layer 0 reads x; layer l > 0 reads layer l-1's h sequence. The last layer writes y.
-      const float* input_sequence = layer == 0 ? t.x : layer_outputs_[(layer - 1) % 2].data();
-      float* output_sequence = layer == s.layers - 1 ? t.y : layer_outputs_[layer % 2].data();
-      CUDA_CHECK(cudaMemcpyAsync(cell_.data(), t.c0 + static_cast<std::size_t>(layer) * state,
-                                 state * sizeof(float), cudaMemcpyDeviceToDevice,
-                                 recurrent_stream_));
-
-      // Layer l-1's recurrence wrote this layer's input sequence and still reads the gates
-      // buffer that these GEMMs overwrite: one wait on "layer done" covers both hazards.
-      if (layer > 0) CUDA_CHECK(cudaStreamWaitEvent(input_stream_, layer_done_, 0));
-      for (int chunk = 0; chunk < static_cast<int>(chunk_ready_.size()); ++chunk) {
-        const int first = chunk * kChunkSteps, steps = std::min(kChunkSteps, s.seq_len - first);
-        // Steps [first, first + steps) at once: (4H x I) · (I x steps*B), on the input stream
-        CUBLAS_CHECK(cublasSgemm(
-            cublas_input_, CUBLAS_OP_T, CUBLAS_OP_N, four_h, steps * B, input_size, &one,
-            t.w_ih[layer], input_size,
-            input_sequence + static_cast<std::size_t>(first) * B * input_size, input_size, &zero,
-            gates_.data() + static_cast<std::size_t>(first) * B * four_h, four_h));
-        CUDA_CHECK(cudaEventRecord(chunk_ready_[chunk], input_stream_));
-      }
-
-      for (int step = 0; step < s.seq_len; ++step) {
-        const float* h_prev = step == 0
-                                  ? t.h0 + static_cast<std::size_t>(layer) * state
-                                  : output_sequence + static_cast<std::size_t>(step - 1) * state;
-        float* h_t = output_sequence + static_cast<std::size_t>(step) * state;
-        float* gates_t = gates_.data() + static_cast<std::size_t>(step) * B * four_h;
-        // A chunk's first step waits for its input GEMM; the chunk's other steps follow in order.
-        // So a layer's recurrence ends after its input GEMMs have read their input sequence,
-        // which layer l+2's recurrence, later on this stream, overwrites (buffers alternate).
-        if (step % kChunkSteps == 0) {
-          CUDA_CHECK(cudaStreamWaitEvent(recurrent_stream_, chunk_ready_[step / kChunkSteps], 0));
-        }
-
-        // gates_t += W_hh · h_{t-1}: all four gates in one (4H x H) · (H x B) GEMM
-        CUBLAS_CHECK(cublasSgemm(cublas_recurrent_, CUBLAS_OP_T, CUBLAS_OP_N, four_h, B, H, &one,
-                                 t.w_hh[layer], H, h_prev, H, &one, gates_t, four_h));
-        // Everything else of the step: one kernel (was ten)
-        lstm_pointwise_kernel<<<blocks, kThreadsPerBlock, 0, recurrent_stream_>>>(
-            gates_t, t.b_ih[layer], t.b_hh[layer], cell_.data(), h_t, H, state);
-        CUDA_CHECK_LAUNCH();
-      }
-      CUDA_CHECK(cudaEventRecord(layer_done_, recurrent_stream_));
-      // The layer's final states: h_{T-1} is the last slice of its output sequence.
-      const float* h_last = output_sequence + static_cast<std::size_t>(s.seq_len - 1) * state;
-      CUDA_CHECK(cudaMemcpyAsync(t.hy + static_cast<std::size_t>(layer) * state, h_last,
-                                 state * sizeof(float), cudaMemcpyDeviceToDevice,
-                                 recurrent_stream_));
-      CUDA_CHECK(cudaMemcpyAsync(t.cy + static_cast<std::size_t>(layer) * state, cell_.data(),
-                                 state * sizeof(float), cudaMemcpyDeviceToDevice,
-                                 recurrent_stream_));
+    // Layer by layer: all of a layer's input-GEMM chunks, then its steps.
+    for (int l = 0; l < s.layers; ++l) {
+      for (int chunk = 0; chunk < chunks; ++chunk)
+        enqueue_input_gemm(t, l, chunk);
+      for (int chunk = 0; chunk < chunks; ++chunk)
+        enqueue_steps(t, l, chunk);
     }
     // Join: the recurrent stream waited for every chunk, so its end is the end of all the work;
     // the caller's stream waits for it, and the caller's synchronisation covers the whole pass.
@@ -197,6 +121,75 @@ class FusedPointwiseStage final : public Stage {
   /// Intermediate layers' h sequences (T, B, H): two, used alternately, when L > 2; one when
   /// L = 2; none when L = 1 (the only layer writes y).
   static int sequence_buffers(const ProblemSize& s) { return s.layers > 2 ? 2 : s.layers - 1; }
+
+  /// Enqueues chunk `chunk` of layer l's input GEMM on the input stream, after layer l-1's
+  /// recurrence.
+  void enqueue_input_gemm(const DeviceTensors& t, int l, int chunk) {
+    const ProblemSize& s = t.size;
+    const int B = s.batch, four_h = kGates * s.hidden, input_size = s.layer_input_size(l);
+    const float one = 1.0f, zero = 0.0f;
+    // Layer 0 reads x; layer l > 0 reads layer l-1's h sequence.
+    const float* input_sequence = l == 0 ? t.x : layer_outputs_[(l - 1) % 2].data();
+    const int first = chunk * kChunkSteps, steps = std::min(kChunkSteps, s.seq_len - first);
+
+    // Layer l-1's recurrence wrote this layer's input sequence and still reads the gates
+    // buffer that these GEMMs overwrite: one wait on "layer done" covers both hazards.
+    if (l > 0 && chunk == 0) CUDA_CHECK(cudaStreamWaitEvent(input_stream_, layer_done_, 0));
+    // Steps [first, first + steps) at once: (4H x I) · (I x steps*B), on the input stream
+    CUBLAS_CHECK(cublasSgemm(
+        cublas_input_, CUBLAS_OP_T, CUBLAS_OP_N, four_h, steps * B, input_size, &one, t.w_ih[l],
+        input_size, input_sequence + static_cast<std::size_t>(first) * B * input_size, input_size,
+        &zero, gates_.data() + static_cast<std::size_t>(first) * B * four_h, four_h));
+    CUDA_CHECK(cudaEventRecord(chunk_ready_[chunk], input_stream_));
+  }
+
+  /// Enqueues the steps of chunk `chunk` of layer l on the recurrent stream, after the chunk's
+  /// input GEMM: c0 in before the first step, hy and cy out after the last.
+  void enqueue_steps(const DeviceTensors& t, int l, int chunk) {
+    const ProblemSize& s = t.size;
+    const int H = s.hidden, B = s.batch, state = B * H, four_h = kGates * H;
+    const int blocks = ceil_div(state, kThreadsPerBlock);
+    const float one = 1.0f;
+    // The last layer writes y; the others, their h sequence for the next layer.
+    float* output_sequence = l == s.layers - 1 ? t.y : layer_outputs_[l % 2].data();
+    const int first = chunk * kChunkSteps, steps = std::min(kChunkSteps, s.seq_len - first);
+
+    // The chunk's steps wait for its input GEMM. So a layer's recurrence ends after its input
+    // GEMMs have read their input sequence, which layer l+2's recurrence, later on this stream,
+    // overwrites (buffers alternate).
+    CUDA_CHECK(cudaStreamWaitEvent(recurrent_stream_, chunk_ready_[chunk], 0));
+    if (chunk == 0) {
+      CUDA_CHECK(cudaMemcpyAsync(cell_.data(), t.c0 + static_cast<std::size_t>(l) * state,
+                                 state * sizeof(float), cudaMemcpyDeviceToDevice,
+                                 recurrent_stream_));
+    }
+    for (int step = first; step < first + steps; ++step) {
+      const float* h_prev = step == 0
+                                ? t.h0 + static_cast<std::size_t>(l) * state
+                                : output_sequence + static_cast<std::size_t>(step - 1) * state;
+      float* h_t = output_sequence + static_cast<std::size_t>(step) * state;
+      float* gates_t = gates_.data() + static_cast<std::size_t>(step) * B * four_h;
+      // gates_t += W_hh · h_{t-1}: all four gates in one (4H x H) · (H x B) GEMM
+      CUBLAS_CHECK(cublasSgemm(cublas_recurrent_, CUBLAS_OP_T, CUBLAS_OP_N, four_h, B, H, &one,
+                               t.w_hh[l], H, h_prev, H, &one, gates_t, four_h));
+      // Everything else of the step: one kernel
+      lstm_pointwise_kernel<<<blocks, kThreadsPerBlock, 0, recurrent_stream_>>>(
+          gates_t, t.b_ih[l], t.b_hh[l], cell_.data(), h_t, H, state);
+      CUDA_CHECK_LAUNCH();
+    }
+
+    if (chunk == static_cast<int>(chunk_ready_.size()) - 1) {
+      CUDA_CHECK(cudaEventRecord(layer_done_, recurrent_stream_));
+      // The layer's final states: h_{T-1} is the last slice of its output sequence.
+      const float* h_last = output_sequence + static_cast<std::size_t>(s.seq_len - 1) * state;
+      CUDA_CHECK(cudaMemcpyAsync(t.hy + static_cast<std::size_t>(l) * state, h_last,
+                                 state * sizeof(float), cudaMemcpyDeviceToDevice,
+                                 recurrent_stream_));
+      CUDA_CHECK(cudaMemcpyAsync(t.cy + static_cast<std::size_t>(l) * state, cell_.data(),
+                                 state * sizeof(float), cudaMemcpyDeviceToDevice,
+                                 recurrent_stream_));
+    }
+  }
 
   cudaStream_t recurrent_stream_ = nullptr;  // high priority: recurrent GEMMs, element-wise work
   cudaStream_t input_stream_ = nullptr;      // low priority: the input GEMMs, chunk by chunk
@@ -214,7 +207,7 @@ class FusedPointwiseStage final : public Stage {
 }  // namespace
 
 std::unique_ptr<Stage> make() {
-  return std::make_unique<FusedPointwiseStage>();
+  return std::make_unique<ForwardPass>();
 }
 
 }  // namespace lstm::LSTM_STAGE_NAMESPACE

@@ -1,38 +1,10 @@
 /*! \file stages/forward/04_transposed_weights/stage.cu
- *  \brief Stage 04: weights re-laid out once, so that every GEMM is cuBLAS's NN case.
+ *  \brief Stage 04: weights re-laid out once, so that every GEMM is cuBLAS's NN case. The lesson
+ *         is in README.md beside this file.
  *
- * The index of the stages, the prediction and the measurement: README.md beside this file.
- *
- * What this stage adds (to 03_fused_pointwise):
- *   1. In prepare(), outside the timed region, each layer's W_ih and W_hh are transposed once
- *      (cublasSgeam) into buffers the stage owns: W^T stored row-major, (I_l, 4H) and (H, 4H),
- *      which is W itself in cuBLAS's column-major order, (4H x I_l) with leading dimension 4H.
- *      This costs 4H * (I_l + H) floats of device memory per layer (32 MiB at the canonical
- *      config).
- *   2. Both GEMMs then take the weights as they are stored (CUBLAS_OP_N, CUBLAS_OP_N, lda = 4H)
- *      instead of asking cuBLAS to transpose them (CUBLAS_OP_T). Same FLOPs, same launches:
- *      only the kernel cuBLAS picks for the operand layout changes.
- *   The stage relies on the weights not changing between prepare() and forward() (the harness
- *   guarantees it; a training loop would redo the re-layout after every weight update).
- *   Launches per step and layer: unchanged, 1 GEMM + 1 element-wise kernel = 2, plus ceil(T / 10)
- *   input GEMMs per layer. Canonical config: 840 launches.
- *
- * Prediction (single-GEMM figures are estimates; README.md has the measurement): for the recurrent
- * GEMM of the canonical config (M=2048 N=64 K=512) NN should win: ~4 µs saved per step and layer,
- * 400 * 4 µs ≈ 1.6 ms of stage 03's ~8-10 ms, i.e. ~15-20% faster, ~7-8.5 ms. But the layout
- * that wins depends on the shape: at N = B = 4 the TN GEMM takes 8.8 µs and NN 17.3 µs, so at
- * small batches this stage should be SLOWER than stage 03 (B=4, H=512, T=100, L=1: ~8 µs more
- * per step, from ~1.5 to ~2 ms). It is kept to measure both sides: the batch sweep shows where
- * the crossover lies. (The input GEMM chunks change layout too; they are mostly hidden by the
- * streams of stage 02, so their share of the change is small.)
- *
- * Measured: see README.md (generated from results/h100-sxm/).
- *
- * Layouts: PyTorch's, row-major. cuBLAS is column-major, so a row-major (4H, I) weight is a
- * column-major (I, 4H) matrix; its re-laid-out copy W^T, row-major (I, 4H), is the column-major
- * (4H, I) matrix the GEMM needs, used as is (CUBLAS_OP_N). x_t (B, I) row-major is
- * column-major (I, B), used as is; all T steps of x, (T*B, I) row-major, are one column-major
- * (I, T*B) matrix. The gate result is column-major (4H, T*B), i.e. row-major (T, B, 4H).
+ * As stage 03, but prepare() transposes each layer's W_ih and W_hh once (cublasSgeam) into
+ * buffers of its Layer, and both GEMMs take them as stored (CUBLAS_OP_N, lda = 4H) instead of
+ * transposing them on the fly (CUBLAS_OP_T).
  */
 #include <cublas_v2.h>
 
@@ -75,9 +47,9 @@ __global__ void lstm_pointwise_kernel(const float* gates, const float* b_ih, con
   hidden_out[index] = act[3] * tanhf(c);  // h = o * tanh(c)
 }
 
-class TransposedWeightsStage final : public Stage {
+class ForwardPass final : public Stage {
  public:
-  ~TransposedWeightsStage() override {
+  ~ForwardPass() override {
     if (cublas_input_) cublasDestroy(cublas_input_);
     if (cublas_recurrent_) cublasDestroy(cublas_recurrent_);
     for (cudaEvent_t event : chunk_ready_)
@@ -101,6 +73,7 @@ class TransposedWeightsStage final : public Stage {
   void prepare(const DeviceTensors& t) override {
     const ProblemSize& s = t.size;
     const std::size_t state = static_cast<std::size_t>(s.batch) * s.hidden;
+    const int chunks = ceil_div(s.seq_len, kChunkSteps);
     // The recurrence is the critical path: its stream gets the highest priority, so the block
     // scheduler serves its kernels first whenever input-GEMM blocks are waiting for SMs too.
     int lowest_priority = 0, highest_priority = 0;
@@ -119,100 +92,49 @@ class TransposedWeightsStage final : public Stage {
     // Events only order work here: without timing, recording and waiting are cheaper.
     for (cudaEvent_t* event : {&start_, &layer_done_, &finished_})
       CUDA_CHECK(cudaEventCreateWithFlags(event, cudaEventDisableTiming));
-    for (int chunk = 0; chunk < ceil_div(s.seq_len, kChunkSteps); ++chunk) {
-      cudaEvent_t event = nullptr;
+    chunk_ready_.resize(chunks);
+    for (cudaEvent_t& event : chunk_ready_)
       CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
-      chunk_ready_.push_back(event);
-    }
     gates_.allocate(static_cast<std::size_t>(s.seq_len) * kGates * state);
     cell_.allocate(state);
     for (int i = 0; i < sequence_buffers(s); ++i)
       layer_outputs_[i].allocate(s.seq_len * state);
-
-    // The one-time re-layout. To column-major cuBLAS a row-major (4H, I_l) weight is the
-    // (I_l x 4H) matrix W^T; geam writes its transpose, W column-major (4H x I_l) with ld 4H
-    // (the same bytes as W^T row-major): the operand an NN GEMM takes as it is.
+    layers_.resize(s.layers);
     const float one = 1.0f, zero = 0.0f;
     const int four_h = kGates * s.hidden;
-    for (int layer = 0; layer < s.layers; ++layer) {
-      const int input_size = s.layer_input_size(layer);
-      w_ih_t_.emplace_back(static_cast<std::size_t>(four_h) * input_size);
-      w_hh_t_.emplace_back(static_cast<std::size_t>(four_h) * s.hidden);
+    for (int l = 0; l < s.layers; ++l) {
+      Layer& layer = layers_[l];
+      // The one-time re-layout. To column-major cuBLAS a row-major (4H, I_l) weight is the
+      // (I_l x 4H) matrix W^T; geam writes its transpose, W column-major (4H x I_l) with ld 4H
+      // (the same bytes as W^T row-major): the operand an NN GEMM takes as it is.
+      const int input_size = s.layer_input_size(l);
+      layer.w_ih_t.allocate(static_cast<std::size_t>(four_h) * input_size);
+      layer.w_hh_t.allocate(static_cast<std::size_t>(four_h) * s.hidden);
       // C = 1 * op(A) + 0 * op(B) with op = transpose; B = A keeps the unused operand valid
       CUBLAS_CHECK(cublasSgeam(cublas_input_, CUBLAS_OP_T, CUBLAS_OP_T, four_h, input_size, &one,
-                               t.w_ih[layer], input_size, &zero, t.w_ih[layer], input_size,
-                               w_ih_t_.back().data(), four_h));
+                               t.w_ih[l], input_size, &zero, t.w_ih[l], input_size,
+                               layer.w_ih_t.data(), four_h));
       CUBLAS_CHECK(cublasSgeam(cublas_input_, CUBLAS_OP_T, CUBLAS_OP_T, four_h, s.hidden, &one,
-                               t.w_hh[layer], s.hidden, &zero, t.w_hh[layer], s.hidden,
-                               w_hh_t_.back().data(), four_h));
+                               t.w_hh[l], s.hidden, &zero, t.w_hh[l], s.hidden, layer.w_hh_t.data(),
+                               four_h));
+      CUDA_CHECK(cudaStreamSynchronize(input_stream_));  // ready before any forward
     }
-    CUDA_CHECK(cudaStreamSynchronize(input_stream_));  // ready before any forward, on any stream
   }
 
   void forward(const DeviceTensors& t, cudaStream_t stream) override {
     const ProblemSize& s = t.size;
-    const int H = s.hidden, B = s.batch, state = B * H, four_h = kGates * H;
-    const int blocks = ceil_div(state, kThreadsPerBlock);
-    const float one = 1.0f, zero = 0.0f;
-    // Both side streams start after the work already on the caller's stream: the harness's
+    const int chunks = ceil_div(s.seq_len, kChunkSteps);
+    // Every side stream starts after the work already on the caller's stream: the harness's
     // poisoning of y, hy, cy, and the previous pass (joined back into `stream` at its end).
     CUDA_CHECK(cudaEventRecord(start_, stream));
     CUDA_CHECK(cudaStreamWaitEvent(input_stream_, start_, 0));
     CUDA_CHECK(cudaStreamWaitEvent(recurrent_stream_, start_, 0));
-
-    for (int layer = 0; layer < s.layers; ++layer) {
-      const int input_size = s.layer_input_size(layer);
-      // Layer 0 reads x; layer l > 0 reads layer l-1's h sequence. The last layer writes y.
-      const float* input_sequence = layer == 0 ? t.x : layer_outputs_[(layer - 1) % 2].data();
-      float* output_sequence = layer == s.layers - 1 ? t.y : layer_outputs_[layer % 2].data();
-      CUDA_CHECK(cudaMemcpyAsync(cell_.data(), t.c0 + static_cast<std::size_t>(layer) * state,
-                                 state * sizeof(float), cudaMemcpyDeviceToDevice,
-                                 recurrent_stream_));
-
-      // Layer l-1's recurrence wrote this layer's input sequence and still reads the gates
-      // buffer that these GEMMs overwrite: one wait on "layer done" covers both hazards.
-      if (layer > 0) CUDA_CHECK(cudaStreamWaitEvent(input_stream_, layer_done_, 0));
-      for (int chunk = 0; chunk < static_cast<int>(chunk_ready_.size()); ++chunk) {
-        const int first = chunk * kChunkSteps, steps = std::min(kChunkSteps, s.seq_len - first);
-        // Steps [first, first + steps) at once: (4H x I) · (I x steps*B), on the input stream
-        CUBLAS_CHECK(cublasSgemm(
-            cublas_input_, CUBLAS_OP_N, CUBLAS_OP_N, four_h, steps * B, input_size, &one,
-            w_ih_t_[layer].data(), four_h,
-            input_sequence + static_cast<std::size_t>(first) * B * input_size, input_size, &zero,
-            gates_.data() + static_cast<std::size_t>(first) * B * four_h, four_h));
-        CUDA_CHECK(cudaEventRecord(chunk_ready_[chunk], input_stream_));
-      }
-
-      for (int step = 0; step < s.seq_len; ++step) {
-        const float* h_prev = step == 0
-                                  ? t.h0 + static_cast<std::size_t>(layer) * state
-                                  : output_sequence + static_cast<std::size_t>(step - 1) * state;
-        float* h_t = output_sequence + static_cast<std::size_t>(step) * state;
-        float* gates_t = gates_.data() + static_cast<std::size_t>(step) * B * four_h;
-        // A chunk's first step waits for its input GEMM; the chunk's other steps follow in order.
-        // So a layer's recurrence ends after its input GEMMs have read their input sequence,
-        // which layer l+2's recurrence, later on this stream, overwrites (buffers alternate).
-        if (step % kChunkSteps == 0) {
-          CUDA_CHECK(cudaStreamWaitEvent(recurrent_stream_, chunk_ready_[step / kChunkSteps], 0));
-        }
-
-        // gates_t += W_hh · h_{t-1}: all four gates in one (4H x H) · (H x B) GEMM
-        CUBLAS_CHECK(cublasSgemm(cublas_recurrent_, CUBLAS_OP_N, CUBLAS_OP_N, four_h, B, H, &one,
-                                 w_hh_t_[layer].data(), four_h, h_prev, H, &one, gates_t, four_h));
-        // Everything else of the step: one kernel (was ten)
-        lstm_pointwise_kernel<<<blocks, kThreadsPerBlock, 0, recurrent_stream_>>>(
-            gates_t, t.b_ih[layer], t.b_hh[layer], cell_.data(), h_t, H, state);
-        CUDA_CHECK_LAUNCH();
-      }
-      CUDA_CHECK(cudaEventRecord(layer_done_, recurrent_stream_));
-      // The layer's final states: h_{T-1} is the last slice of its output sequence.
-      const float* h_last = output_sequence + static_cast<std::size_t>(s.seq_len - 1) * state;
-      CUDA_CHECK(cudaMemcpyAsync(t.hy + static_cast<std::size_t>(layer) * state, h_last,
-                                 state * sizeof(float), cudaMemcpyDeviceToDevice,
-                                 recurrent_stream_));
-      CUDA_CHECK(cudaMemcpyAsync(t.cy + static_cast<std::size_t>(layer) * state, cell_.data(),
-                                 state * sizeof(float), cudaMemcpyDeviceToDevice,
-                                 recurrent_stream_));
+    // Layer by layer: all of a layer's input-GEMM chunks, then its steps.
+    for (int l = 0; l < s.layers; ++l) {
+      for (int chunk = 0; chunk < chunks; ++chunk)
+        enqueue_input_gemm(t, l, chunk);
+      for (int chunk = 0; chunk < chunks; ++chunk)
+        enqueue_steps(t, l, chunk);
     }
     // Join: the recurrent stream waited for every chunk, so its end is the end of all the work;
     // the caller's stream waits for it, and the caller's synchronisation covers the whole pass.
@@ -225,6 +147,83 @@ class TransposedWeightsStage final : public Stage {
   /// L = 2; none when L = 1 (the only layer writes y).
   static int sequence_buffers(const ProblemSize& s) { return s.layers > 2 ? 2 : s.layers - 1; }
 
+  /// Everything one layer owns: its re-laid-out weights.
+  struct Layer {
+    DeviceBuffer<float> w_ih_t, w_hh_t;  // W^T row-major, ld 4H
+  };
+
+  /// Enqueues chunk `chunk` of layer l's input GEMM on the input stream, after layer l-1's
+  /// recurrence.
+  void enqueue_input_gemm(const DeviceTensors& t, int l, int chunk) {
+    const ProblemSize& s = t.size;
+    Layer& layer = layers_[l];
+    const int B = s.batch, four_h = kGates * s.hidden, input_size = s.layer_input_size(l);
+    const float one = 1.0f, zero = 0.0f;
+    // Layer 0 reads x; layer l > 0 reads layer l-1's h sequence.
+    const float* input_sequence = l == 0 ? t.x : layer_outputs_[(l - 1) % 2].data();
+    const int first = chunk * kChunkSteps, steps = std::min(kChunkSteps, s.seq_len - first);
+
+    // Layer l-1's recurrence wrote this layer's input sequence and still reads the gates
+    // buffer that these GEMMs overwrite: one wait on "layer done" covers both hazards.
+    if (l > 0 && chunk == 0) CUDA_CHECK(cudaStreamWaitEvent(input_stream_, layer_done_, 0));
+    // Steps [first, first + steps) at once: (4H x I) · (I x steps*B), on the input stream
+    CUBLAS_CHECK(cublasSgemm(cublas_input_, CUBLAS_OP_N, CUBLAS_OP_N, four_h, steps * B, input_size,
+                             &one, layer.w_ih_t.data(), four_h,
+                             input_sequence + static_cast<std::size_t>(first) * B * input_size,
+                             input_size, &zero,
+                             gates_.data() + static_cast<std::size_t>(first) * B * four_h, four_h));
+    CUDA_CHECK(cudaEventRecord(chunk_ready_[chunk], input_stream_));
+  }
+
+  /// Enqueues the steps of chunk `chunk` of layer l on the recurrent stream, after the chunk's
+  /// input GEMM: c0 in before the first step, hy and cy out after the last.
+  void enqueue_steps(const DeviceTensors& t, int l, int chunk) {
+    const ProblemSize& s = t.size;
+    Layer& layer = layers_[l];
+    const int H = s.hidden, B = s.batch, state = B * H, four_h = kGates * H;
+    const int blocks = ceil_div(state, kThreadsPerBlock);
+    const float one = 1.0f;
+    // The last layer writes y; the others, their h sequence for the next layer.
+    float* output_sequence = l == s.layers - 1 ? t.y : layer_outputs_[l % 2].data();
+    const int first = chunk * kChunkSteps, steps = std::min(kChunkSteps, s.seq_len - first);
+
+    // The chunk's steps wait for its input GEMM. So a layer's recurrence ends after its input
+    // GEMMs have read their input sequence, which layer l+2's recurrence, later on this stream,
+    // overwrites (buffers alternate).
+    CUDA_CHECK(cudaStreamWaitEvent(recurrent_stream_, chunk_ready_[chunk], 0));
+    if (chunk == 0) {
+      CUDA_CHECK(cudaMemcpyAsync(cell_.data(), t.c0 + static_cast<std::size_t>(l) * state,
+                                 state * sizeof(float), cudaMemcpyDeviceToDevice,
+                                 recurrent_stream_));
+    }
+    for (int step = first; step < first + steps; ++step) {
+      const float* h_prev = step == 0
+                                ? t.h0 + static_cast<std::size_t>(l) * state
+                                : output_sequence + static_cast<std::size_t>(step - 1) * state;
+      float* h_t = output_sequence + static_cast<std::size_t>(step) * state;
+      float* gates_t = gates_.data() + static_cast<std::size_t>(step) * B * four_h;
+      // gates_t += W_hh · h_{t-1}: all four gates in one (4H x H) · (H x B) GEMM
+      CUBLAS_CHECK(cublasSgemm(cublas_recurrent_, CUBLAS_OP_N, CUBLAS_OP_N, four_h, B, H, &one,
+                               layer.w_hh_t.data(), four_h, h_prev, H, &one, gates_t, four_h));
+      // Everything else of the step: one kernel
+      lstm_pointwise_kernel<<<blocks, kThreadsPerBlock, 0, recurrent_stream_>>>(
+          gates_t, t.b_ih[l], t.b_hh[l], cell_.data(), h_t, H, state);
+      CUDA_CHECK_LAUNCH();
+    }
+
+    if (chunk == static_cast<int>(chunk_ready_.size()) - 1) {
+      CUDA_CHECK(cudaEventRecord(layer_done_, recurrent_stream_));
+      // The layer's final states: h_{T-1} is the last slice of its output sequence.
+      const float* h_last = output_sequence + static_cast<std::size_t>(s.seq_len - 1) * state;
+      CUDA_CHECK(cudaMemcpyAsync(t.hy + static_cast<std::size_t>(l) * state, h_last,
+                                 state * sizeof(float), cudaMemcpyDeviceToDevice,
+                                 recurrent_stream_));
+      CUDA_CHECK(cudaMemcpyAsync(t.cy + static_cast<std::size_t>(l) * state, cell_.data(),
+                                 state * sizeof(float), cudaMemcpyDeviceToDevice,
+                                 recurrent_stream_));
+    }
+  }
+
   cudaStream_t recurrent_stream_ = nullptr;  // high priority: recurrent GEMMs, element-wise work
   cudaStream_t input_stream_ = nullptr;      // low priority: the input GEMMs, chunk by chunk
   cublasHandle_t cublas_recurrent_ = nullptr, cublas_input_ = nullptr;  // one per stream
@@ -236,13 +235,13 @@ class TransposedWeightsStage final : public Stage {
   DeviceBuffer<float> gates_;  // (T, B, 4H): every step's i, f, g, o side by side
   DeviceBuffer<float> cell_;   // (B, H): c of the current layer
   DeviceBuffer<float> layer_outputs_[2];
-  std::vector<DeviceBuffer<float>> w_ih_t_, w_hh_t_;  // per layer: W^T row-major, ld 4H
+  std::vector<Layer> layers_;
 };
 
 }  // namespace
 
 std::unique_ptr<Stage> make() {
-  return std::make_unique<TransposedWeightsStage>();
+  return std::make_unique<ForwardPass>();
 }
 
 }  // namespace lstm::LSTM_STAGE_NAMESPACE

@@ -1,36 +1,10 @@
 /*! \file stages/forward/05_layer_wavefront/stage.cu
- *  \brief Stage 05: the layers overlap in a wavefront, each on its own streams.
+ *  \brief Stage 05: the layers overlap in a wavefront, each on its own streams. The lesson is in
+ *         README.md beside this file.
  *
- * The index of the stages, the prediction and the measurement: README.md beside this file.
- *
- * What this stage adds (to 04_transposed_weights):
- *   1. Every layer gets its own pair of streams (recurrent, high priority; input, low priority),
- *      its own gates and cell buffers, and its own output sequence: layers can run at once.
- *   2. Layer l's input GEMM for a chunk of steps waits only for layer l-1 to have finished THAT
- *      chunk (an event per layer and chunk), not the whole layer. So layer l runs chunk c while
- *      layer l-1 runs chunk c+1: a wavefront across (layer, chunk). The critical path shrinks
- *      from T*L steps to about T + (L-1)*kChunkSteps steps.
- *   3. The host issues the work in wavefront order too (for each diagonal of (layer, chunk)):
- *      enqueuing ~840 launches costs the CPU milliseconds, and a layer cannot start on the GPU
- *      before the CPU has issued it. Layer-by-layer issue would leave layer 3 waiting for the
- *      CPU until layers 0-2 were all enqueued.
- *   Launches per step and layer: unchanged, 1 GEMM + 1 element-wise kernel = 2.
- *
- * Prediction: stage 04 spends ~20 µs per step and layer, one after another: 400 of them. Here
- * the canonical config's critical path is 100 + 3 * 10 = 130 step-times; four concurrent small
- * GEMMs (each 2048 x 64, a few dozen CTAs) fit side by side on 132 SMs, so ≈ 130 * 20 µs ≈ 2.6
- * ms of GPU time. But the CPU must still issue ~840 kernels and ~240 event operations at a few
- * µs each, ≈ 3-4 ms: the host becomes the limit. Expect ~3.5-4.5 ms, about 2x over stage 04,
- * and below cuDNN's STANDARD algorithm (~8-9 ms), which uses the same idea. For L = 1 nothing
- * changes (one layer, no wavefront): the batch sweep should match stage 04.
- *
- * Measured: see README.md (generated from results/h100-sxm/).
- *
- * Layouts: PyTorch's, row-major. cuBLAS is column-major, so a row-major (4H, I) weight is a
- * column-major (I, 4H) matrix; its re-laid-out copy W^T, row-major (I, 4H), is the column-major
- * (4H, I) matrix the GEMM needs, used as is (CUBLAS_OP_N). x_t (B, I) row-major is
- * column-major (I, B), used as is; all T steps of x, (T*B, I) row-major, are one column-major
- * (I, T*B) matrix. The gate result is column-major (4H, T*B), i.e. row-major (T, B, 4H).
+ * As stage 04, but each Layer owns its streams, handles, events, gates, cell and output sequence;
+ * a chunk's input GEMM waits only for the previous layer's same chunk (chunk_done); and forward()
+ * issues the (layer, chunk) pairs diagonal by diagonal.
  */
 #include <cublas_v2.h>
 
@@ -73,9 +47,9 @@ __global__ void lstm_pointwise_kernel(const float* gates, const float* b_ih, con
   hidden_out[index] = act[3] * tanhf(c);  // h = o * tanh(c)
 }
 
-class LayerWavefrontStage final : public Stage {
+class ForwardPass final : public Stage {
  public:
-  ~LayerWavefrontStage() override {
+  ~ForwardPass() override {
     for (Layer& layer : layers_) {
       if (layer.cublas_input) cublasDestroy(layer.cublas_input);
       if (layer.cublas_recurrent) cublasDestroy(layer.cublas_recurrent);
@@ -169,7 +143,9 @@ class LayerWavefrontStage final : public Stage {
     for (int diagonal = 0; diagonal < chunks + s.layers - 1; ++diagonal) {
       for (int l = 0; l < s.layers; ++l) {
         const int chunk = diagonal - l;
-        if (chunk >= 0 && chunk < chunks) enqueue_chunk(t, l, chunk);
+        if (chunk < 0 || chunk >= chunks) continue;
+        enqueue_input_gemm(t, l, chunk);
+        enqueue_steps(t, l, chunk);
       }
     }
     // Join: each layer's recurrent stream waited for all its input chunks, so its end is the
@@ -193,18 +169,15 @@ class LayerWavefrontStage final : public Stage {
     DeviceBuffer<float> w_ih_t, w_hh_t;  // W^T row-major, ld 4H
   };
 
-  /// Enqueues chunk `chunk` of layer `l`: its input GEMM (after layer l-1's same chunk) on the
-  /// layer's input stream, then its steps on the layer's recurrent stream.
-  void enqueue_chunk(const DeviceTensors& t, int l, int chunk) {
+  /// Enqueues chunk `chunk` of layer l's input GEMM on the layer's input stream, after layer
+  /// l-1's same chunk.
+  void enqueue_input_gemm(const DeviceTensors& t, int l, int chunk) {
     const ProblemSize& s = t.size;
     Layer& layer = layers_[l];
-    const int H = s.hidden, B = s.batch, state = B * H, four_h = kGates * H;
-    const int blocks = ceil_div(state, kThreadsPerBlock);
-    const int input_size = s.layer_input_size(l);
+    const int B = s.batch, four_h = kGates * s.hidden, input_size = s.layer_input_size(l);
     const float one = 1.0f, zero = 0.0f;
-    // Layer 0 reads x; layer l > 0 reads layer l-1's h sequence. The last layer writes y.
+    // Layer 0 reads x; layer l > 0 reads layer l-1's h sequence.
     const float* input_sequence = l == 0 ? t.x : layers_[l - 1].output.data();
-    float* output_sequence = l == s.layers - 1 ? t.y : layer.output.data();
     const int first = chunk * kChunkSteps, steps = std::min(kChunkSteps, s.seq_len - first);
 
     // Only layer l-1's SAME chunk must be written before this chunk's input GEMM reads it.
@@ -217,6 +190,19 @@ class LayerWavefrontStage final : public Stage {
         input_sequence + static_cast<std::size_t>(first) * B * input_size, input_size, &zero,
         layer.gates.data() + static_cast<std::size_t>(first) * B * four_h, four_h));
     CUDA_CHECK(cudaEventRecord(layer.chunk_ready[chunk], layer.input_stream));
+  }
+
+  /// Enqueues the steps of chunk `chunk` of layer l on the layer's recurrent stream, after the
+  /// chunk's input GEMM: c0 in before the first step, hy and cy out after the last.
+  void enqueue_steps(const DeviceTensors& t, int l, int chunk) {
+    const ProblemSize& s = t.size;
+    Layer& layer = layers_[l];
+    const int H = s.hidden, B = s.batch, state = B * H, four_h = kGates * H;
+    const int blocks = ceil_div(state, kThreadsPerBlock);
+    const float one = 1.0f;
+    // The last layer writes y; the others, their h sequence for the next layer.
+    float* output_sequence = l == s.layers - 1 ? t.y : layer.output.data();
+    const int first = chunk * kChunkSteps, steps = std::min(kChunkSteps, s.seq_len - first);
 
     CUDA_CHECK(cudaStreamWaitEvent(layer.recurrent_stream, layer.chunk_ready[chunk], 0));
     if (chunk == 0) {
@@ -260,7 +246,7 @@ class LayerWavefrontStage final : public Stage {
 }  // namespace
 
 std::unique_ptr<Stage> make() {
-  return std::make_unique<LayerWavefrontStage>();
+  return std::make_unique<ForwardPass>();
 }
 
 }  // namespace lstm::LSTM_STAGE_NAMESPACE

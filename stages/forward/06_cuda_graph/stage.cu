@@ -1,32 +1,10 @@
 /*! \file stages/forward/06_cuda_graph/stage.cu
- *  \brief Stage 06: the whole forward pass captured once as a CUDA graph, then replayed.
+ *  \brief Stage 06: the whole forward pass captured once as a CUDA graph, then replayed. The
+ *         lesson is in README.md beside this file.
  *
- * The index of the stages, the prediction and the measurement: README.md beside this file.
- *
- * What this stage adds (to 05_layer_wavefront):
- *   1. prepare() records stage 05's whole forward pass — every GEMM, kernel, copy and event
- *      across the 2L streams — into a CUDA graph by stream capture, once, and instantiates it.
- *   2. forward() is one call: cudaGraphLaunch. The CPU no longer issues ~840 kernels and ~240
- *      event operations per pass; the GPU receives the whole dependency graph at once. (A tool
- *      the 2016 work did not have; it shows how much of the remaining time was the host.)
- *   cuBLAS gets a workspace of our own per handle (cublasSetWorkspace), so nothing is allocated
- *   while the graph is captured. A graph is bound to the pointers it was captured with: if
- *   forward() is handed other tensors, it captures again (the harness never does that).
- *   Launches per pass: 1 graph launch (the graph holds the same 2 kernels per step and layer).
- *
- * Prediction: stage 05 should be host-bound at ~3.5-4.5 ms (issuing ~1,100 operations), with
- * the GPU's own critical path ~130 step-times of ~15-20 µs. Without the host in the loop, a
- * step costs what the GPU needs: the recurrent GEMM (~15 µs NN at B=64), the point-wise kernel
- * (~2-3 µs) and the graph's node-to-node latency (~1-2 µs). Expect ~2.5-3 ms at the canonical
- * config, ~1.3-1.5x over stage 05; at B=1..8 and L=1 where a step is mostly launch latency, more.
- *
- * Measured: see README.md (generated from results/h100-sxm/).
- *
- * Layouts: PyTorch's, row-major. cuBLAS is column-major, so a row-major (4H, I) weight is a
- * column-major (I, 4H) matrix; its re-laid-out copy W^T, row-major (I, 4H), is the column-major
- * (4H, I) matrix the GEMM needs, used as is (CUBLAS_OP_N). x_t (B, I) row-major is
- * column-major (I, B), used as is; all T steps of x, (T*B, I) row-major, are one column-major
- * (I, T*B) matrix. The gate result is column-major (4H, T*B), i.e. row-major (T, B, 4H).
+ * As stage 05 (whose forward is enqueue_forward here), but prepare() records that pass into a
+ * CUDA graph by stream capture and forward() launches it: one call. Each cuBLAS handle gets a
+ * workspace of its own, so that nothing is allocated during the capture.
  */
 #include <cublas_v2.h>
 
@@ -71,9 +49,9 @@ __global__ void lstm_pointwise_kernel(const float* gates, const float* b_ih, con
   hidden_out[index] = act[3] * tanhf(c);  // h = o * tanh(c)
 }
 
-class CudaGraphStage final : public Stage {
+class ForwardPass final : public Stage {
  public:
-  ~CudaGraphStage() override {
+  ~ForwardPass() override {
     for (Layer& layer : layers_) {
       if (layer.cublas_input) cublasDestroy(layer.cublas_input);
       if (layer.cublas_recurrent) cublasDestroy(layer.cublas_recurrent);
@@ -208,7 +186,9 @@ class CudaGraphStage final : public Stage {
     for (int diagonal = 0; diagonal < chunks + s.layers - 1; ++diagonal) {
       for (int l = 0; l < s.layers; ++l) {
         const int chunk = diagonal - l;
-        if (chunk >= 0 && chunk < chunks) enqueue_chunk(t, l, chunk);
+        if (chunk < 0 || chunk >= chunks) continue;
+        enqueue_input_gemm(t, l, chunk);
+        enqueue_steps(t, l, chunk);
       }
     }
     // Join: each layer's recurrent stream waited for all its input chunks, so its end is the
@@ -232,18 +212,15 @@ class CudaGraphStage final : public Stage {
     DeviceBuffer<char> workspace_input, workspace_recurrent;  // the cuBLAS handles' workspaces
   };
 
-  /// Enqueues chunk `chunk` of layer `l`: its input GEMM (after layer l-1's same chunk) on the
-  /// layer's input stream, then its steps on the layer's recurrent stream.
-  void enqueue_chunk(const DeviceTensors& t, int l, int chunk) {
+  /// Enqueues chunk `chunk` of layer l's input GEMM on the layer's input stream, after layer
+  /// l-1's same chunk.
+  void enqueue_input_gemm(const DeviceTensors& t, int l, int chunk) {
     const ProblemSize& s = t.size;
     Layer& layer = layers_[l];
-    const int H = s.hidden, B = s.batch, state = B * H, four_h = kGates * H;
-    const int blocks = ceil_div(state, kThreadsPerBlock);
-    const int input_size = s.layer_input_size(l);
+    const int B = s.batch, four_h = kGates * s.hidden, input_size = s.layer_input_size(l);
     const float one = 1.0f, zero = 0.0f;
-    // Layer 0 reads x; layer l > 0 reads layer l-1's h sequence. The last layer writes y.
+    // Layer 0 reads x; layer l > 0 reads layer l-1's h sequence.
     const float* input_sequence = l == 0 ? t.x : layers_[l - 1].output.data();
-    float* output_sequence = l == s.layers - 1 ? t.y : layer.output.data();
     const int first = chunk * kChunkSteps, steps = std::min(kChunkSteps, s.seq_len - first);
 
     // Only layer l-1's SAME chunk must be written before this chunk's input GEMM reads it.
@@ -256,6 +233,19 @@ class CudaGraphStage final : public Stage {
         input_sequence + static_cast<std::size_t>(first) * B * input_size, input_size, &zero,
         layer.gates.data() + static_cast<std::size_t>(first) * B * four_h, four_h));
     CUDA_CHECK(cudaEventRecord(layer.chunk_ready[chunk], layer.input_stream));
+  }
+
+  /// Enqueues the steps of chunk `chunk` of layer l on the layer's recurrent stream, after the
+  /// chunk's input GEMM: c0 in before the first step, hy and cy out after the last.
+  void enqueue_steps(const DeviceTensors& t, int l, int chunk) {
+    const ProblemSize& s = t.size;
+    Layer& layer = layers_[l];
+    const int H = s.hidden, B = s.batch, state = B * H, four_h = kGates * H;
+    const int blocks = ceil_div(state, kThreadsPerBlock);
+    const float one = 1.0f;
+    // The last layer writes y; the others, their h sequence for the next layer.
+    float* output_sequence = l == s.layers - 1 ? t.y : layer.output.data();
+    const int first = chunk * kChunkSteps, steps = std::min(kChunkSteps, s.seq_len - first);
 
     CUDA_CHECK(cudaStreamWaitEvent(layer.recurrent_stream, layer.chunk_ready[chunk], 0));
     if (chunk == 0) {
@@ -303,7 +293,7 @@ class CudaGraphStage final : public Stage {
 }  // namespace
 
 std::unique_ptr<Stage> make() {
-  return std::make_unique<CudaGraphStage>();
+  return std::make_unique<ForwardPass>();
 }
 
 }  // namespace lstm::LSTM_STAGE_NAMESPACE
