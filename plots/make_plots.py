@@ -133,18 +133,18 @@ def stage_name(name):
 
 
 def is_stage(impl):
-    """A stage: '<series>/<NN_slug>', e.g. 'forward/07_persistent'."""
+    """A stage: '<series>/<NN_slug>', e.g. 'forward/07_persistent_barrier'."""
     return STAGE_NAME.fullmatch(impl) is not None
 
 
 def stage_series(impl):
-    """'forward' of 'forward/07_persistent'; '' for a baseline."""
+    """'forward' of 'forward/07_persistent_barrier'; '' for a baseline."""
     match = STAGE_NAME.fullmatch(impl)
     return match["series"] if match else ""
 
 
 def stage_slug(impl):
-    """'07_persistent' of 'forward/07_persistent'; a baseline's name as it is."""
+    """'07_persistent_barrier' of 'forward/07_persistent_barrier'; a baseline's name as it is."""
     match = STAGE_NAME.fullmatch(impl)
     return match["slug"] if match else impl
 
@@ -197,6 +197,11 @@ def join_precisions(precisions):
     if not labels:
         return "no precision"
     return labels[0] if len(labels) == 1 else ", ".join(labels[:-1]) + " and " + labels[-1]
+
+
+# Stages measured under a name their code no longer has: the results keep the name they were
+# measured under (results are never rewritten); the plots show it as measured and say so.
+RENAMED_STAGES = {"forward/07_persistent": "forward/10_small_batch_registers"}
 
 
 def registered_stages(root=ROOT):
@@ -1890,8 +1895,8 @@ def update_readmes(results, readme_root):
         if replace_between_markers(stage_readme, "stage-batch-sweep",
                                    stage_batch_sweep_table(results, stage)):
             written.append((stage_readme, "stage-batch-sweep"))
-        if replace_between_markers(stage_readme, "stage07-barrier", barrier_table(results)):
-            written.append((stage_readme, "stage07-barrier"))
+        if replace_between_markers(stage_readme, "grid-barrier", barrier_table(results)):
+            written.append((stage_readme, "grid-barrier"))
     return written
 
 
@@ -1935,6 +1940,17 @@ def describe(results):
             text += (f" -- read, not drawn (the figures and tables show the {FORWARD} and "
                      f"{TRAINING} kinds)")
         lines.append(text)
+    measured = {m.impl for m in results.measurements()}
+    not_yet = [name for name in registered_stages() if name not in measured
+               and name not in {RENAMED_STAGES.get(m) for m in measured}]
+    if not_yet:
+        lines.append(f"plots: {folder}: not measured yet, so not in its figures and tables: "
+                     + ", ".join(not_yet))
+    renamed = sorted(old for old in RENAMED_STAGES if old in measured)
+    if renamed:
+        lines.append(f"plots: {folder}: measured under an earlier name, shown under that name: "
+                     + ", ".join(f"{old} (its code is {RENAMED_STAGES[old]} now)"
+                                 for old in renamed))
     off = results.off_standard()
     if off:
         lines.append(f"plots: {folder}: {len(off)} bench entries at configs that "

@@ -77,7 +77,7 @@ def readme_copy(destination):
     markers = ("# made up by plots/test_plots.py\n\n<!-- stage-result:begin -->\nstale\n"
                "<!-- stage-result:end -->\n\n<!-- stage-batch-sweep:begin -->\nstale\n"
                "<!-- stage-batch-sweep:end -->\n")
-    for stage in ("forward/07_persistent", "forward/08_half_precision",
+    for stage in ("forward/10_small_batch_registers", "forward/11_half_precision",
                   "forward/99_not_measured", "training/01_combined_gemms",
                   "training/99_not_measured"):
         (destination / "stages" / stage).mkdir(parents=True, exist_ok=True)
@@ -190,6 +190,30 @@ class CommittedResults(PlotTestCase):
                               f"{m.phase_ms('backward'):.3f} |", training)
 
 
+class StagesNotMeasuredYet(PlotTestCase):
+    def test_every_stage_without_results_is_named_and_left_out(self):
+        """A stage of the source tree with no measurement in a folder (a new stage) is named in
+        one printed note and drawn nowhere; a stage measured under an earlier name
+        (RENAMED_STAGES) is shown under that name, and the note says what it is now."""
+        for folder in mp.gpu_folders(ROOT / "results"):
+            results = mp.load_results(folder)
+            measured = {m.impl for m in results.measurements()}
+            lines = mp.describe(results)
+            note = next((line for line in lines if "not measured yet" in line), "")
+            renamed_to = {mp.RENAMED_STAGES[old] for old in measured if old in mp.RENAMED_STAGES}
+            for name in mp.registered_stages():
+                if name in measured or name in renamed_to:
+                    self.assertNotIn(name + ",", note + ",")
+                else:
+                    self.assertIn(name, note, f"{folder.name}: {name} is not named as not measured")
+            for old in sorted(set(mp.RENAMED_STAGES) & measured):
+                self.assertTrue(any(f"{old} (its code is {mp.RENAMED_STAGES[old]} now)" in line
+                                    for line in lines), lines)
+        result = make_plots("--out", self.tmp, "--no-readmes")
+        self.assert_ok(result)
+        self.assertIn("not measured yet, so not in its figures and tables:", result.stdout)
+
+
 class SyntheticResults(PlotTestCase):
     def run_fixture(self, out, readme_root):
         return make_plots("--results", FIXTURE, "--out", out, "--readme-gpu", "synthetic-gpu",
@@ -218,8 +242,8 @@ class SyntheticResults(PlotTestCase):
         for row in ("| stage | precision | ms (median) |",
                     "| forward/00_naive | FP32 | 73.099 | 1.47 | 1.00× | – | 18.93× |",
                     "| forward/01_combined_gemms | FP32 | 29.871 | 3.59 | 2.45× | 2.45× | 7.73× |",
-                    "| forward/07_persistent | FP32 | 3.320 | 32.34 | 22.02× | 1.73× | 0.86× |",
-                    "| forward/08_half_precision | FP16 | 1.582 | 67.88 | 46.21× | 2.10× | 0.41× |",
+                    "| forward/10_small_batch_registers | FP32 | 3.320 | 32.34 | 22.02× | 1.73× | 0.86× |",
+                    "| forward/11_half_precision | FP16 | 1.582 | 67.88 | 46.21× | 2.10× | 0.41× |",
                     "| cuDNN persist_static **(fastest cuDNN)** | FP32 | 3.862 | 27.80 | 18.93× "
                     "| – | 1.00× |",
                     "| cuDNN persist_dynamic | FP32 | unsupported | – | – | – | – |",
@@ -276,7 +300,7 @@ class SyntheticResults(PlotTestCase):
         self.assertIn("**73.10 ms** median of 20 runs (min 70.91, max 77.49), 1.47 TFLOP/s, "
                       "182.7 µs per step and layer", naive)
         self.assertIn("(latest run in `canonical.jsonl`): passed", naive)
-        persistent = (readmes / "stages" / "forward" / "07_persistent" / "README.md").read_text()
+        persistent = (readmes / "stages" / "forward" / "10_small_batch_registers" / "README.md").read_text()
         self.assertIn("Speedup 22.02× over `forward/00_naive`, 1.73× over the previous stage "
                       "`forward/06_cuda_graph`", persistent)
         self.assertIn("0.86× that of cuDNN's fastest algorithm (`cudnn_persist_static`, "
@@ -285,9 +309,9 @@ class SyntheticResults(PlotTestCase):
                       "(persist_static) |", persistent)
         self.assertIn("µs per time step (T=100, L=1, I=H, FP32), median", persistent)
         self.assertNotIn("stale", persistent)
-        half = (readmes / "stages" / "forward" / "08_half_precision" / "README.md").read_text()
+        half = (readmes / "stages" / "forward" / "11_half_precision" / "README.md").read_text()
         self.assertIn("(H=512 I=512 B=64 T=100 L=4, FP16)", half)
-        self.assertIn("over the previous stage `forward/07_persistent`", half)
+        self.assertIn("over the previous stage `forward/10_small_batch_registers`", half)
         self.assertIn("(`cudnn_persist_static`, FP32, 3.86 ms)", half)
         self.assertIn("(T=100, L=1, I=H, FP16)", half)
         self.assertIn("(persist_static, FP32) |", half)
@@ -380,12 +404,12 @@ class Names(BenchCase):
         self.assertEqual(m.config, mp.Config(512, 512, 64, 100, 4))
 
     def test_skipped_entry_sizes_from_a_name_with_slashes(self):
-        name = "forward/07_persistent/batch_sweep/H:1024/I:1024/B:256/T:100/L:1/manual_time"
+        name = "forward/10_small_batch_registers/batch_sweep/H:1024/I:1024/B:256/T:100/L:1/manual_time"
         results = self.load_results([{"name": name, "skipped": True, "skip_message": "no",
                                       "label": "series=forward kind=forward precision=bf16"}])
         [m] = results.bench
         self.assertEqual((m.impl, m.group, m.config, m.precision, m.supported),
-                         ("forward/07_persistent", "batch_sweep",
+                         ("forward/10_small_batch_registers", "batch_sweep",
                           mp.Config(1024, 1024, 256, 100, 1), "bf16", False))
 
     def test_old_name_without_label(self):
@@ -767,9 +791,9 @@ class Precision(PlotTestCase):
         fig = mp.figure_fp32_fraction(results)
         ax = fig.axes[0]
         labels = [tick.get_text() for tick in ax.get_yticklabels()]
-        self.assertIn("forward/07_persistent", labels)
-        self.assertNotIn("forward/08_half_precision", labels)
-        self.assertIn("not shown (not FP32): forward/08_half_precision (FP16)",
+        self.assertIn("forward/10_small_batch_registers", labels)
+        self.assertNotIn("forward/11_half_precision", labels)
+        self.assertIn("not shown (not FP32): forward/11_half_precision (FP16)",
                       ax.get_xlabel())
 
 
@@ -811,19 +835,19 @@ class Colours(unittest.TestCase):
         colors = mp.stage_colors(results.stages())
         fig = mp.figure_hidden_sweep(results)
         lines = {line.get_label(): mp.to_hex(line.get_color()) for line in fig.axes[0].lines}
-        self.assertEqual(lines["forward/07_persistent · FP32"], colors["forward/07_persistent"])
-        self.assertEqual(lines["forward/08_half_precision · FP16"],
-                         colors["forward/08_half_precision"])
+        self.assertEqual(lines["forward/10_small_batch_registers · FP32"], colors["forward/10_small_batch_registers"])
+        self.assertEqual(lines["forward/11_half_precision · FP16"],
+                         colors["forward/11_half_precision"])
 
     def test_persistent_figure_shows_the_last_two_forward_stages(self):
         results = mp.load_results(FIXTURE / "synthetic-gpu")
         fig = mp.figure_persistent(results)
-        self.assertTrue(fig.get_suptitle().startswith("forward/08_half_precision against"))
-        results.bench = [m for m in results.bench if m.impl != "forward/08_half_precision"]
+        self.assertTrue(fig.get_suptitle().startswith("forward/11_half_precision against"))
+        results.bench = [m for m in results.bench if m.impl != "forward/11_half_precision"]
         fig = mp.figure_persistent(results)
-        self.assertTrue(fig.get_suptitle().startswith("forward/07_persistent against"))
+        self.assertTrue(fig.get_suptitle().startswith("forward/10_small_batch_registers against"))
         labels = {line.get_label() for line in fig.axes[0].lines}
-        self.assertEqual(labels, {"forward/06_cuda_graph", "forward/07_persistent",
+        self.assertEqual(labels, {"forward/06_cuda_graph", "forward/10_small_batch_registers",
                                   "cuDNN fastest at each point"})
 
 
@@ -876,8 +900,8 @@ class StandardConfigs(PlotTestCase):
             self.assert_png(self.tmp / "out" / "synthetic-gpu" / name)
         table = (readmes / "README.md").read_text()
         self.assertIn("Canonical config H=256 I=256 B=32 T=50 L=2, forward pass", table)
-        sweep = (readmes / "stages" / "forward" / "07_persistent" / "README.md").read_text()
-        self.assertIn("| B | H=384: forward/07_persistent | H=384: cuDNN fastest |", sweep)
+        sweep = (readmes / "stages" / "forward" / "10_small_batch_registers" / "README.md").read_text()
+        self.assertIn("| B | H=384: forward/10_small_batch_registers | H=384: cuDNN fastest |", sweep)
         self.assertIn("(H=384, T=20, L=1, I=H, FP32)", sweep)
         self.assertEqual([line.split(" |")[0] for line in sweep.splitlines()
                           if line.startswith("| ") and line[2].isdigit()], ["| 1", "| 4", "| 16"])
@@ -987,20 +1011,20 @@ class UnsupportedPoints(PlotTestCase):
     def test_the_fixture_has_unsupported_sweep_points(self):
         skipped = {(m.impl, m.group, m.config.hidden) for m in self.results.bench
                    if not m.supported}
-        self.assertIn(("forward/07_persistent", "hidden_sweep", 2048), skipped)
+        self.assertIn(("forward/10_small_batch_registers", "hidden_sweep", 2048), skipped)
         self.assertIn(("cudnn_persist_static", "hidden_sweep", 2048), skipped)
-        self.assertIn(("forward/07_persistent", "batch_sweep", 1024), skipped)
+        self.assertIn(("forward/10_small_batch_registers", "batch_sweep", 1024), skipped)
 
     def test_hidden_sweep_marks_them_in_the_series_colour(self):
         fig = mp.figure_hidden_sweep(self.results)
         [ax] = fig.axes
         colors = mp.stage_colors(self.results.stages())
         marks = unsupported_marks(ax)
-        self.assertIn((colors["forward/07_persistent"], 2048.0), marks)
+        self.assertIn((colors["forward/10_small_batch_registers"], 2048.0), marks)
         self.assertIn((mp.to_hex(mp.CUDNN_STYLES[1][0]), 2048.0), marks)  # persist_static
         self.assertEqual(marks, skipped_points(self.results, "hidden_sweep"))
         notes = [t.get_text() for t in ax.texts if t.get_gid() == mp.UNSUPPORTED_NOTE_GID]
-        self.assertIn("forward/07_persistent · FP32: not supported", notes)
+        self.assertIn("forward/10_small_batch_registers · FP32: not supported", notes)
         self.assertIn("cuDNN persist_static · FP32: not supported", notes)
         self.assertIn(mp.UNSUPPORTED_LEGEND, legend_labels(fig))
         self.assertIn("2048", [tick.get_text() for tick in ax.get_xticklabels()])
@@ -1024,7 +1048,7 @@ class UnsupportedPoints(PlotTestCase):
         for function in (mp.figure_batch_sweep, mp.figure_persistent):
             fig = function(self.results)
             panels = {ax.get_title(): ax for ax in fig.axes}
-            color = mp.stage_colors(self.results.stages())["forward/07_persistent"]
+            color = mp.stage_colors(self.results.stages())["forward/10_small_batch_registers"]
             self.assertIn((color, 256.0), unsupported_marks(panels["H = 1024"]),
                           function.__name__)
             self.assertEqual(unsupported_marks(panels["H = 512"]), set(), function.__name__)
@@ -1052,16 +1076,16 @@ class UnsupportedPoints(PlotTestCase):
     def test_a_point_without_an_entry_stays_absent(self):
         """Not measured (no entry) is not 'not supported': neither a mark nor a point."""
         self.results.bench = [m for m in self.results.bench
-                              if not (m.impl == "forward/07_persistent"
+                              if not (m.impl == "forward/10_small_batch_registers"
                                       and m.group == "hidden_sweep" and m.config.hidden == 2048)]
         fig = mp.figure_hidden_sweep(self.results)
         [ax] = fig.axes
-        color = mp.stage_colors(self.results.stages())["forward/07_persistent"]
+        color = mp.stage_colors(self.results.stages())["forward/10_small_batch_registers"]
         marks = unsupported_marks(ax)
         self.assertNotIn((color, 2048.0), marks)
         self.assertIn((mp.to_hex(mp.CUDNN_STYLES[1][0]), 2048.0), marks)
         [line] = [line for line in ax.get_lines()
-                  if line.get_label() == "forward/07_persistent · FP32"]
+                  if line.get_label() == "forward/10_small_batch_registers · FP32"]
         self.assertNotIn(2048, list(line.get_xdata()))
 
     def test_no_mark_and_no_legend_entry_without_unsupported_points(self):

@@ -44,7 +44,7 @@ a=$(resolve "${names[0]}")
 b=$(resolve "${names[1]}")
 
 if ((stat_only)); then
-  { diff -ru -x README.md "$a" "$b" || true; } | awk -v a="$a" -v b="$b" '
+  { diff -ruN -x README.md "$a" "$b" || true; } | awk -v a="$a" -v b="$b" '
     /^\+\+\+ / { file = $2 }
     /^-/ && !/^--- / { removed[file]++; all_removed++ }
     /^\+/ && !/^\+\+\+ / { added[file]++; all_added++ }
@@ -54,5 +54,5 @@ if ((stat_only)); then
       printf "%6d -%6d +  %s -> %s (code only, READMEs left out)\n", all_removed, all_added, a, b
     }'
 else
-  diff -ru -x README.md "$a" "$b" || true
+  diff -ruN -x README.md "$a" "$b" || true
 fi

@@ -11,7 +11,7 @@
  *                    by hand: one GEMM for the four gates, one large GEMM for a layer's inputs
  *                    over all steps, streams, fused element-wise kernels, layers overlapped in a
  *                    wavefront. GEMM-based: fast for large batches, launch-bound for small ones.
- *   PERSIST_STATIC   a persistent kernel (Diamos et al., "Persistent RNNs", 2016; our stage 07):
+ *   PERSIST_STATIC   a persistent kernel ("Persistent RNNs", Diamos et al. 2016; our stages 07-10):
  *                    one kernel for the whole sequence that keeps the recurrent weights on chip
  *                    (registers / shared memory) across time steps and synchronises the grid
  *                    once per step. Precompiled, built for the largest batch and hidden size it

@@ -15,7 +15,7 @@ Writes, under OUT (default: plots/testdata/synthetic/):
     bench.json          Google Benchmark JSON: every forward stage and cuDNN algorithm over
                         every group of the standard configurations, fp32_fma_peak, skipped
                         entries in both Google Benchmark 1.7 and 1.8 styles, a stage in FP16
-                        (forward/08_half_precision), and the training kind over every group:
+                        (forward/11_half_precision), and the training kind over every group:
                         two training stages and cuDNN's three training algorithms (with
                         forward_ms and backward_ms; the total is not their sum, as in a real
                         bench where each is timed on its own), which the forward figures must
@@ -56,8 +56,8 @@ MODEL = {
     "forward/04_transposed_weights": (21, 0.40, False, "fp32"),
     "forward/05_layer_wavefront": (21, 0.40, True, "fp32"),
     "forward/06_cuda_graph": (8, 0.40, True, "fp32"),
-    "forward/07_persistent": (3, 0.55, True, "fp32"),
-    "forward/08_half_precision": (2.5, 1.6, True, "fp16"),
+    "forward/10_small_batch_registers": (3, 0.55, True, "fp32"),
+    "forward/11_half_precision": (2.5, 1.6, True, "fp16"),
     "cudnn_standard": (12, 0.50, True, "fp32"),
     "cudnn_persist_static": (4, 0.50, True, "fp32"),
     "cudnn_persist_dynamic": (7, 0.45, True, "fp32"),
@@ -84,7 +84,7 @@ def series_of(impl):
 def unsupported(impl, h, b, group):
     """Synthetic limits, so that skipped entries exist (message, Google Benchmark style). The
     messages start with 'unsupported: ', as lstm_bench's refusals do (its failed runs do not)."""
-    if impl == "forward/07_persistent" and (h > 1024 or (h == 1024 and b > 128)):
+    if impl == "forward/10_small_batch_registers" and (h > 1024 or (h == 1024 and b > 128)):
         return "unsupported: recurrent weights do not fit on chip at this size (synthetic limit)", "1.8"
     if impl in ("cudnn_persist_static", "cudnn_persist_static_training") and h > 1024:
         return "unsupported: CUDNN_STATUS_NOT_SUPPORTED (synthetic)", "1.7"

@@ -1,4 +1,4 @@
-// Stage 07's launch planner (host code, no GPU): what fits on the H100's chip, what is refused
+// Stage 10's launch planner (host code, no GPU): what fits on the H100's chip, what is refused
 // and why, and the invariants the persistent kernel relies on, over many shapes.
 #include <gtest/gtest.h>
 
@@ -8,7 +8,7 @@
 
 #include "plan.h"
 
-namespace lstm::LSTM_STAGE_NAMESPACE {  // stage 07's, as its build names it
+namespace lstm::LSTM_STAGE_NAMESPACE {  // stage 10's, as its build names it
 namespace {
 
 DeviceLimits h100() {
@@ -61,14 +61,14 @@ void expect_consistent(const Plan& p, const ProblemSize& s, const DeviceLimits& 
   EXPECT_GE(p.chunk_rows * p.chunks, s.hidden);
 }
 
-TEST(Stage07Plan, CanonicalConfigFitsInOneLaunchPerLayer) {
+TEST(Stage10Plan, CanonicalConfigFitsInOneLaunchPerLayer) {
   const ProblemSize s = size_of(512, 64, 100, 4);
   const Plan p = make_plan(s, h100());
   expect_consistent(p, s, h100());
   EXPECT_EQ(p.slices, 1);
 }
 
-TEST(Stage07Plan, EveryShapeOfTheSweepsFits) {
+TEST(Stage10Plan, EveryShapeOfTheSweepsFits) {
   for (int hidden : {256, 512, 1024}) {
     for (int batch : {1, 2, 4, 8, 16, 32, 64, 128, 256}) {
       const ProblemSize s = size_of(hidden, batch);
@@ -77,7 +77,7 @@ TEST(Stage07Plan, EveryShapeOfTheSweepsFits) {
   }
 }
 
-TEST(Stage07Plan, OddShapesAreConsistent) {
+TEST(Stage10Plan, OddShapesAreConsistent) {
   for (int hidden : {1, 3, 33, 37, 200, 257, 1000, 1196}) {
     for (int batch : {1, 3, 5, 7, 130, 1000, 5000}) {
       const ProblemSize s = size_of(hidden, batch, 7);
@@ -86,7 +86,7 @@ TEST(Stage07Plan, OddShapesAreConsistent) {
   }
 }
 
-TEST(Stage07Plan, SmallBatchesKeepTheWeightsInRegisters) {
+TEST(Stage10Plan, SmallBatchesKeepTheWeightsInRegisters) {
   const ProblemSize s512 = size_of(512, 1);
   const Plan p512 = make_plan(s512, h100());
   expect_consistent(p512, s512, h100());
@@ -107,7 +107,7 @@ TEST(Stage07Plan, SmallBatchesKeepTheWeightsInRegisters) {
   EXPECT_FALSE(make_plan(size_of(512, 9), h100()).weights_in_registers);
 }
 
-TEST(Stage07Plan, TheRegisterKernelComputesItsInputPartsWhereTheyHideInARoundTrip) {
+TEST(Stage10Plan, TheRegisterKernelComputesItsInputPartsWhereTheyHideInARoundTrip) {
   // H = 512, B = 1: 8 input rows per lane, one batch column: the kernel computes them.
   const Plan p512 = make_plan(size_of(512, 1), h100());
   EXPECT_EQ(p512.input_k_per_lane * p512.k_slices * p512.phases, 512);
@@ -139,7 +139,7 @@ TEST(Stage07Plan, TheRegisterKernelComputesItsInputPartsWhereTheyHideInARoundTri
   EXPECT_EQ(make_plan(size_of(512, 1), h100(), gemm).input_k_per_lane, 0);
 }
 
-TEST(Stage07Plan, WhereTheRegisterKernelDoesNotFitTheSharedOneRuns) {
+TEST(Stage10Plan, WhereTheRegisterKernelDoesNotFitTheSharedOneRuns) {
   // H = 1320: 10 units (16 lanes), 2 lanes along k: 21 slices of 2 x 32 rows, more than 8 warps.
   const ProblemSize s = size_of(1320, 1);
   const Plan registers = make_register_plan(s, h100());
@@ -162,14 +162,14 @@ TEST(Stage07Plan, WhereTheRegisterKernelDoesNotFitTheSharedOneRuns) {
   EXPECT_FALSE(make_plan(size_of(512, 1), h100(), request).weights_in_registers);
 }
 
-TEST(Stage07Plan, LargeBatchesRunInSlices) {
+TEST(Stage10Plan, LargeBatchesRunInSlices) {
   const ProblemSize s = size_of(1024, 5000);
   const Plan p = make_plan(s, h100());
   expect_consistent(p, s, h100());
   EXPECT_GT(p.slices, 1);
 }
 
-TEST(Stage07Plan, TooLargeHiddenIsRefusedWithTheReasonAndTheLimit) {
+TEST(Stage10Plan, TooLargeHiddenIsRefusedWithTheReasonAndTheLimit) {
   const ProblemSize s = size_of(2048, 64, 100, 4);
   const Plan p = make_plan(s, h100());
   EXPECT_FALSE(p.fits);
@@ -181,7 +181,7 @@ TEST(Stage07Plan, TooLargeHiddenIsRefusedWithTheReasonAndTheLimit) {
   EXPECT_FALSE(make_plan(size_of(largest + 1, 64), h100()).fits);
 }
 
-TEST(Stage07Plan, ASmallerChipFitsLess) {
+TEST(Stage10Plan, ASmallerChipFitsLess) {
   DeviceLimits small = h100();
   small.sm_count = 16;
   small.shared_bytes = 100 * 1024;
@@ -190,7 +190,7 @@ TEST(Stage07Plan, ASmallerChipFitsLess) {
             largest_hidden_that_fits(size_of(1024, 4), h100()));
 }
 
-TEST(Stage07Plan, RequestPinsTheChoices) {
+TEST(Stage10Plan, RequestPinsTheChoices) {
   PlanRequest request;
   request.tile_batch = 8;
   request.threads = 128;
@@ -206,7 +206,7 @@ TEST(Stage07Plan, RequestPinsTheChoices) {
   EXPECT_EQ(p.slices, 2);  // 10 rows, 2 groups of 3 per launch
 }
 
-TEST(Stage07Plan, SmallStagingForcesSeveralChunks) {
+TEST(Stage10Plan, SmallStagingForcesSeveralChunks) {
   PlanRequest request;
   request.tile_batch = 8;
   request.threads = 64;
@@ -217,7 +217,7 @@ TEST(Stage07Plan, SmallStagingForcesSeveralChunks) {
   EXPECT_GT(p.chunks, 2);
 }
 
-TEST(Stage07Plan, FlagsAreParsedOrRefused) {
+TEST(Stage10Plan, FlagsAreParsedOrRefused) {
   PlanRequest r = parse_plan_request("8,256,2", "", "");
   EXPECT_EQ(r.tile_batch, 8);
   EXPECT_EQ(r.threads, 256);

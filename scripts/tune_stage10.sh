@@ -1,22 +1,27 @@
 #!/usr/bin/env bash
-# Times stage 07 with the planner's choice and with pinned plans (its flags --weights, --input,
-# --plan tile,threads,groups)
-# over the shapes its targets name, so that the planner's cost model can be checked against the
-# GPU. Unchecked runs (the checks are gpu_check.sh's job); one line per (shape, plan).
+# Times stage 10 (the last persistent stage) with the planner's choice and with pinned plans (its
+# flags --weights, --input, --plan tile,threads,groups) over the shapes its targets name, so that
+# the planner's cost model can be checked against the GPU. Unchecked runs (the checks are
+# gpu_check.sh's job); one line per (shape, plan). Where block 0 spends a step (--trace) is
+# printed only by a build configured with -DLSTM_PERSISTENT_TRACE=ON (tracing is compiled in
+# only on request); the timings are of the same kernels either way.
 #
-# usage: scripts/tune_stage07.sh [DIR]   (environment: BUILD_DIR, default build-gpu)
+# usage: scripts/tune_stage10.sh [DIR]   (environment: BUILD_DIR, default build-gpu)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 build=${BUILD_DIR:-build-gpu}
 out=${1:-results/local/tune}
 mkdir -p "$out"
+stage="$build/bin/lstm_forward_10_small_batch_registers"
+trace=()
+"$stage" --help | grep -q -- --trace && trace=(--trace)
 shapes=("512 1 1" "512 4 1" "512 8 1" "512 16 1" "512 64 1" "512 128 1" "512 256 1" "1024 1 1" "1024 4 1" "1024 8 1" "1024 16 1"
         "1024 64 1" "1024 128 1" "1024 256 1" "512 64 4")
 # auto = the planner's choice; reg+gemm = the register kernel with cuBLAS input parts;
 # shared = the shared-memory kernel (planner's tile); tile,threads,groups = pinned shared plans.
 plans=(auto reg+gemm shared 4,256,1 4,512,1 8,256,1 16,256,1 4,256,2 4,256,4)
 "$build/bin/lstm_gpu_info" | head -n 1 | tee "$out/tune.txt"
-echo "stage 07 at commit $(cat .git_commit 2>/dev/null || git describe --always --dirty --abbrev=12), $(date -u +%Y-%m-%dT%H:%M:%SZ)" | tee -a "$out/tune.txt"
+echo "stage 10 at commit $(cat .git_commit 2>/dev/null || git describe --always --dirty --abbrev=12), $(date -u +%Y-%m-%dT%H:%M:%SZ)" | tee -a "$out/tune.txt"
 printf '%-16s' "H B L \\ plan" | tee -a "$out/tune.txt"
 printf '%10s' "${plans[@]}" | tee -a "$out/tune.txt"
 echo | tee -a "$out/tune.txt"
@@ -26,12 +31,12 @@ for shape in "${shapes[@]}"; do
   for plan in "${plans[@]}"; do
     pins=()
     case $plan in
-      auto) pins=(--trace) ;;
+      auto) pins=("${trace[@]}") ;;
       reg+gemm) pins=(--weights registers --input gemm) ;;
       shared) pins=(--weights shared) ;;
       *) pins=(--plan "$plan") ;;
     esac
-    line=$(timeout 60 "$build/bin/lstm_forward_07_persistent" --verbose "${pins[@]}" \
+    line=$(timeout 60 "$stage" --verbose "${pins[@]}" \
       --hidden "$hidden" --batch "$batch" --seq 100 --layers "$layers" --no-check \
       --json "$out/tune.jsonl" 2>&1)
     echo "== $shape plan=$plan" >>"$out/tune.log"
@@ -43,4 +48,4 @@ for shape in "${shapes[@]}"; do
 done
 echo "(us per step and layer, median of 20; fail = the plan does not fit this shape; tile,threads,groups = a pinned shared-memory plan)" | tee -a "$out/tune.txt"
 echo "The planner's choice (auto) and where block 0 spends a step:" | tee -a "$out/tune.txt"
-grep -E "^== .*plan=auto|plan:|trace" "$out/tune.log" | sed 's/^07_persistent //' | tee -a "$out/tune.txt"
+grep -E "^== .*plan=auto|plan:|trace" "$out/tune.log" | sed 's/^10_small_batch_registers //' | tee -a "$out/tune.txt"

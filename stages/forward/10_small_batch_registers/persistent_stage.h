@@ -1,5 +1,5 @@
-/*! \file stages/forward/07_persistent/persistent_stage.h
- *  \brief Stage 07 with chosen plan parameters, and the device limits its planner uses, for the
+/*! \file stages/forward/10_small_batch_registers/persistent_stage.h
+ *  \brief The stage with chosen plan parameters, and the device limits its planner uses, for the
  *         tests that reach every code path.
  */
 #pragma once
@@ -15,10 +15,10 @@ namespace lstm::LSTM_STAGE_NAMESPACE {  // stage_<series>_<NN_slug>, named by th
 /// dynamically (the opt-in limit less the kernels' static shared memory).
 DeviceLimits device_limits(const cudaDeviceProp& device);
 
-/// Stage 07 with the plan choices of `request` pinned (0 fields are chosen by the planner).
+/// The stage with the plan choices of `request` pinned (0 fields are chosen by the planner).
 std::unique_ptr<Stage> make_with_plan(const PlanRequest& request);
 
-/// Stage 07 as its executable makes it (the planner's choices; its flags can pin them).
+/// The stage as its executable makes it (the planner's choices; its flags can pin them).
 std::unique_ptr<Stage> make();
 
 }  // namespace lstm::LSTM_STAGE_NAMESPACE

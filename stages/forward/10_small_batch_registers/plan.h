@@ -1,5 +1,5 @@
-/*! \file stages/forward/07_persistent/plan.h
- *  \brief Stage 07's launch plan: how the hidden units, the batch and the work of a step are
+/*! \file stages/forward/10_small_batch_registers/plan.h
+ *  \brief The stage's launch plan: how the hidden units, the batch and the work of a step are
  *         spread over the blocks and threads of the persistent kernel, and what fits on chip.
  *
  * Host code only (no GPU needed), so that the CPU tests can check the limits and the plans.
@@ -16,6 +16,16 @@ class App;
 }
 
 namespace lstm::LSTM_STAGE_NAMESPACE {  // stage_<series>_<NN_slug>, named by the build
+
+#ifndef LSTM_PERSISTENT_TRACE
+#define LSTM_PERSISTENT_TRACE 0  // 1: the phase tracing (--trace) is compiled in
+#endif
+/// Whether debug tracing is compiled in (CMake option LSTM_PERSISTENT_TRACE; trace.cuh).
+constexpr bool kTraceCompiled = LSTM_PERSISTENT_TRACE != 0;
+/// What the trace records: block 0's cycles waiting for h_{t-1}, in the product, the reduction,
+/// the cell update, and the whole loop. The planner reserves their shared memory whether or not
+/// tracing is compiled in, so that tracing never changes a plan.
+constexpr int kTraceSlots = 5;
 
 /// Gates per hidden unit (i, f, g, o).
 constexpr int kGates = 4;
@@ -152,13 +162,13 @@ int largest_hidden_that_fits(const ProblemSize& size, const DeviceLimits& device
 PlanRequest parse_plan_request(const std::string& plan, const std::string& weights,
                                const std::string& input);
 
-/// The stage's own command-line flags (lstm_forward_07_persistent --help lists them).
+/// The stage's own command-line flags (its executable's --help lists them).
 struct StageFlags {
   std::string plan;      ///< --plan tile,threads,groups,rows
   std::string weights;   ///< --weights registers|registers,8|registers,32|shared
   std::string input;     ///< --input gemm|kernel
   bool verbose = false;  ///< --verbose: print the plan
-  bool trace = false;    ///< --trace: time the phases of block 0's steps and print them
+  bool trace = false;    ///< --trace (kTraceCompiled only): time block 0's phases, print them
   PlanRequest request;   ///< what plan, weights and input ask for (set when parsing ends)
 };
 

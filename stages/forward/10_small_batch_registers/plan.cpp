@@ -1,4 +1,4 @@
-// Stage 07's launch planner: which shapes fit on chip, and how to spread a step's work.
+// The stage's launch planner: which shapes fit on chip, and how to spread a step's work.
 #include "plan.h"
 
 #include <CLI/CLI.hpp>
@@ -337,8 +337,10 @@ void add_stage_flags(CLI::App& app, StageFlags& flags) {
                  "kernel [default: the planner's choice]")
       ->option_text("WHO");
   app.add_flag("--verbose", flags.verbose, "print the plan of each launch");
-  app.add_flag("--trace", flags.trace,
-               "time the phases of block 0's steps (clock64) and print them at exit");
+  if (kTraceCompiled) {  // debug tracing, only in a build with LSTM_PERSISTENT_TRACE=ON
+    app.add_flag("--trace", flags.trace,
+                 "time the phases of block 0's steps (clock64) and print them at exit");
+  }
   app.final_callback([&flags] {
     try {
       flags.request = parse_plan_request(flags.plan, flags.weights, flags.input);

@@ -1,4 +1,4 @@
-// Stage 07 on the GPU with its plan pinned, so that every path of both persistent kernels runs.
+// Stage 10 on the GPU with its plan pinned, so that every path of both persistent kernels runs.
 // Shared-memory kernel: all register-tile widths, 64 to 512 threads, several chunks of h per
 // step, several batch groups, batch slices with a partly empty last group, H not a multiple of
 // 4. Register kernel: 8 and 32 weights per lane, batch tiles 1, 2, 4 and 8 with padding
@@ -17,7 +17,7 @@
 #include "harness/stage_main.h"
 #include "persistent_stage.h"
 
-namespace lstm::LSTM_STAGE_NAMESPACE {  // stage 07's, as its build names it
+namespace lstm::LSTM_STAGE_NAMESPACE {  // stage 10's, as its build names it
 namespace {
 
 struct PinnedCase {
@@ -71,9 +71,9 @@ const std::vector<PinnedCase>& cases() {
   return list;
 }
 
-class Stage07Pinned : public ::testing::TestWithParam<std::size_t> {};
+class Stage10Pinned : public ::testing::TestWithParam<std::size_t> {};
 
-TEST_P(Stage07Pinned, MatchesTheCpuReferenceAndRepeats) {
+TEST_P(Stage10Pinned, MatchesTheCpuReferenceAndRepeats) {
   SKIP_WITHOUT_GPU();
   const PinnedCase& c = cases()[GetParam()];
   if (c.k_per_lane) {
@@ -92,12 +92,12 @@ TEST_P(Stage07Pinned, MatchesTheCpuReferenceAndRepeats) {
   EXPECT_TRUE(report.passed()) << c.label << " " << c.size.describe() << "\n" << report.describe();
 }
 
-INSTANTIATE_TEST_SUITE_P(Plans, Stage07Pinned, ::testing::Range<std::size_t>(0, cases().size()),
+INSTANTIATE_TEST_SUITE_P(Plans, Stage10Pinned, ::testing::Range<std::size_t>(0, cases().size()),
                          [](const ::testing::TestParamInfo<std::size_t>& info) {
                            return std::string(cases()[info.param].label);
                          });
 
-TEST(Stage07Limits, TooLargeHiddenIsRefusedBeforeLaunchSayingWhatFits) {
+TEST(Stage10Limits, TooLargeHiddenIsRefusedBeforeLaunchSayingWhatFits) {
   SKIP_WITHOUT_GPU();
   cudaDeviceProp prop{};
   CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
@@ -107,7 +107,7 @@ TEST(Stage07Limits, TooLargeHiddenIsRefusedBeforeLaunchSayingWhatFits) {
   EXPECT_NE(why.find("largest H that fits"), std::string::npos) << why;
 }
 
-TEST(Stage07Flags, PinThePlanLikeTheFactory) {
+TEST(Stage10Flags, PinThePlanLikeTheFactory) {
   SKIP_WITHOUT_GPU();
   // The executable's --weights/--input reach the same register plan as a pinned request.
   std::unique_ptr<Stage> stage = make();

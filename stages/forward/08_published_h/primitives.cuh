@@ -1,0 +1,64 @@
+/*! \file stages/forward/08_published_h/primitives.cuh
+ *  \brief The device primitives of the publication protocol: a relaxed store publishes a value
+ *         of h, relaxed loads through L2 poll for it, and a value that is not the sentinel is the
+ *         signal that it is there.
+ *
+ * Stages 08-10 each keep their own copy of these primitives, on purpose: every stage stays
+ * self-contained, and the diff between two stages shows what changed in them. The protocol and
+ * why it is correct: README.md beside this file, "Publishing h without a barrier".
+ */
+#pragma once
+
+namespace lstm::LSTM_STAGE_NAMESPACE {  // stage_<series>_<NN_slug>, named by the build
+
+constexpr unsigned kUnpublished = 0xFFFFFFFFu;  // a NaN no FP32 arithmetic returns (GPUs
+                                                // return the canonical NaN 0x7FFFFFFF)
+constexpr int kMaxPolls = 1 << 26;              // > 2 s of polling for one value: report an error
+constexpr int kSpinPolls = 4;                   // polls before each retry starts with a short sleep
+constexpr int kPollSleepNs = 64;  // the sleep: fewer polls of the same lines by every SM
+
+// ---------------------------------------------------------------------------------------------
+// Publication: relaxed loads and stores through L2, and waiting for a published value
+// ---------------------------------------------------------------------------------------------
+
+/// A 4-byte load through L2 that is allowed to race with another SM's store (relaxed, GPU
+/// scope): it returns the value either before or after that store, never a mix.
+__device__ __forceinline__ float load_relaxed(const float* address) {
+  float v;
+  asm volatile("ld.relaxed.gpu.global.f32 %0, [%1];" : "=f"(v) : "l"(address));
+  return v;
+}
+
+/// The matching store: publishes one value for other SMs to poll.
+__device__ __forceinline__ void store_relaxed(float* address, float value) {
+  asm volatile("st.relaxed.gpu.global.f32 [%0], %1;" ::"l"(address), "f"(value) : "memory");
+}
+
+__device__ __forceinline__ bool unpublished(float v) {
+  return __float_as_uint(v) == kUnpublished;
+}
+
+/// Waits until none of staged[r] = source[base + r * stride] (r < kInFlight, index < count)
+/// holds the sentinel any more: re-reads all the missing ones at once, so a retry costs one L2
+/// round trip, not one per value. A value never published is a bug: the kernel traps after
+/// kMaxPolls retries instead of hanging.
+template <int kInFlight, typename Value>
+__device__ __forceinline__ void wait_published(Value (&staged)[kInFlight], const Value* source,
+                                               int count, int base, int stride) {
+  for (int polls = 0;; ++polls) {
+    bool missing = false;
+#pragma unroll
+    for (int r = 0; r < kInFlight; ++r)
+      missing |= base + r * stride < count && unpublished(staged[r]);
+    if (!missing) return;
+    if (polls == kMaxPolls) __trap();
+    if (polls >= kSpinPolls) __nanosleep(kPollSleepNs);
+#pragma unroll
+    for (int r = 0; r < kInFlight; ++r) {
+      const int idx = base + r * stride;
+      if (idx < count && unpublished(staged[r])) staged[r] = load_relaxed(source + idx);
+    }
+  }
+}
+
+}  // namespace lstm::LSTM_STAGE_NAMESPACE

@@ -1,0 +1,117 @@
+/*! \file stages/forward/09_register_tiled/plan.h
+ *  \brief The stage's launch plan: how the hidden units, the batch and the work of a step are
+ *         spread over the blocks and threads of the persistent kernel, and what fits on chip.
+ *
+ * Host code only (no GPU needed), so that the CPU tests can check the limits and the plans.
+ */
+#pragma once
+
+#include <cstddef>
+#include <string>
+
+#include "core/problem_size.h"
+
+namespace CLI {
+class App;
+}
+
+namespace lstm::LSTM_STAGE_NAMESPACE {  // stage_<series>_<NN_slug>, named by the build
+
+#ifndef LSTM_PERSISTENT_TRACE
+#define LSTM_PERSISTENT_TRACE 0  // 1: the phase tracing (--trace) is compiled in
+#endif
+/// Whether debug tracing is compiled in (CMake option LSTM_PERSISTENT_TRACE; trace.cuh).
+constexpr bool kTraceCompiled = LSTM_PERSISTENT_TRACE != 0;
+/// What the trace records: block 0's cycles waiting for h_{t-1}, in the product, the reduction,
+/// the cell update, and the whole loop. The planner reserves their shared memory whether or not
+/// tracing is compiled in, so that tracing never changes a plan.
+constexpr int kTraceSlots = 5;
+
+/// Gates per hidden unit (i, f, g, o).
+constexpr int kGates = 4;
+/// Lanes per warp.
+constexpr int kWarpSize = 32;
+/// Most threads per block: 16 warps, up to 128 registers each without spilling.
+constexpr int kMaxThreads = 512;
+/// Most threads per block for a register tile 4 x `tile_batch` wide: the 8- and 16-wide tiles
+/// keep 32 or 64 sums in registers and need more than 128 registers per thread (the limit at
+/// 512 threads) not to spill, so at most 256 threads.
+constexpr int max_threads_for_tile(int tile_batch) {
+  return tile_batch >= 8 ? 256 : kMaxThreads;
+}
+/// float4 registers a thread carries h through, from L2 to shared memory, per chunk.
+constexpr int kStageRegisters = 8;
+/// What the device offers, as the plan needs it (read from cudaDeviceProp).
+struct DeviceLimits {
+  int sm_count = 0;               ///< multiprocessors: one block each
+  std::size_t shared_bytes = 0;   ///< opt-in shared memory per block
+  std::string name = "this GPU";  ///< for messages
+};
+
+/// Optional choices for experiments and tests; 0 means "let the plan choose".
+struct PlanRequest {
+  int tile_batch = 0;    ///< batch columns of a thread's register tile: 4, 8 or 16
+  int threads = 0;       ///< threads per block: a multiple of 32, 64 to 512
+  int batch_groups = 0;  ///< G: blocks that split the batch of one launch
+  int group_batch = 0;   ///< rows of the batch per block (forces batch slices if small)
+};
+
+/// One layer's launch plan. Block (u, g) owns hidden units u*J .. u*J+J-1 for the batch rows of
+/// group g. Each thread computes a 4 x tile_batch register tile (one unit's four gates x
+/// tile_batch batch rows) over a slice of k.
+struct Plan {
+  bool fits = false;        ///< false: `why` says what does not fit
+  std::string why;          ///< the reason a shape does not fit
+  int units_per_block = 0;  ///< J
+  int unit_blocks = 0;      ///< U = ceil(H / J)
+  int batch_groups = 0;     ///< G: blocks = U * G
+  int group_batch = 0;      ///< Bg: batch rows per block
+  int padded_batch = 0;     ///< Bg rounded up to tile_batch: the columns of staged h
+  int slices = 0;           ///< launches per layer, each for G * Bg batch rows
+  int tile_batch = 0;       ///< columns of a thread's register tile (4, 8 or 16)
+  int threads = 0;          ///< threads per block
+  int lanes_batch = 0;      ///< lanes of a warp along the batch tiles
+  int lanes_units = 0;      ///< lanes of a warp along the units
+  int phases = 0;           ///< lanes of a warp along k (reduced with shuffles)
+  int tile_groups_units = 0, tile_groups_batch = 0;  ///< tile groups (one warp each) of a block
+  int k_slices = 0;    ///< warps along k per tile group or per unit (reduced in shared memory)
+  int chunk_rows = 0;  ///< rows of h_{t-1} staged per chunk
+  int chunks = 0;      ///< chunks per step
+  std::size_t shared_bytes = 0;  ///< dynamic shared memory per block
+  double cost = 0;  ///< the planner's estimate of one layer (all slices, T steps), SM clocks
+
+  int blocks() const { return unit_blocks * batch_groups; }
+  /// One line for logs: "J=4 U=128 G=1 Bg=64 tile=4x8 threads=256 ...".
+  std::string describe() const;
+};
+
+/// Shared memory a block needs for `plan` (the plan's own fields filled in).
+std::size_t shared_bytes_for(const Plan& plan, int hidden);
+
+/// Plans one layer of `size` on `device`: searches the kernel's tile widths, thread counts and
+/// batch groups, keeps the plans that fit and returns the one with the lowest estimated step
+/// time (or one with fits == false and the reason). `request` pins any choice it sets.
+Plan make_plan(const ProblemSize& size, const DeviceLimits& device,
+               const PlanRequest& request = {});
+
+/// The largest H whose weights fit at the other sizes of `size` (for the refusal message).
+int largest_hidden_that_fits(const ProblemSize& size, const DeviceLimits& device);
+
+/// Builds a PlanRequest from the stage's --plan flag (empty = automatic):
+/// "tile,threads,groups,rows", any field 0 or left out = automatic.
+/// \throws std::invalid_argument naming the flag for a malformed value.
+PlanRequest parse_plan_request(const std::string& plan);
+
+/// The stage's own command-line flags (its executable's --help lists them).
+struct StageFlags {
+  std::string plan;      ///< --plan tile,threads,groups,rows
+  bool verbose = false;  ///< --verbose: print the plan
+  bool trace = false;    ///< --trace (kTraceCompiled only): time block 0's phases, print them
+  PlanRequest request;   ///< what --plan asks for (set when parsing ends)
+};
+
+/// Adds the flags of `flags` to `app`; when parsing ends, fills flags.request (a malformed value
+/// is a usage error naming the flag).
+void add_stage_flags(CLI::App& app, StageFlags& flags);
+
+}  // namespace lstm::LSTM_STAGE_NAMESPACE
