@@ -13,30 +13,55 @@
 # Logs and results go into DIR. Exit status: 0 everything passed, 1 anything failed (the summary
 # says what) or no GPU, 2 a usage error.
 #
-# usage: scripts/gpu_check.sh [--cuda-arch N] DIR
+# usage: scripts/gpu_check.sh [--cuda-arch N] [--steps LIST] [--stages REGEX] DIR
 #   --cuda-arch N   the CUDA architecture to build for (CMAKE_CUDA_ARCHITECTURES): 90 (H100,
 #                   the default), 80 (A100), 89 (L4, RTX 40xx), a list "80;90", or native (this
 #                   machine's GPU). Also read from the environment, CUDA_ARCH=N; the option wins.
 #                   Without either, the build folder keeps the architecture it was configured
 #                   with (90 for a new one); another one reconfigures and rebuilds.
+#   --steps LIST    only these of steps 2-6, comma-separated: tests, stages, baselines,
+#                   sanitizers, bench (default: all of them; the build always runs). For a check
+#                   split over several time-limited calls; a partial check says so in its summary.
+#   --stages REGEX  steps 3 and 5 only for the stage executables whose name matches this
+#                   extended regular expression (e.g. 'forward_(07|08)'); default: every stage
 #   environment: BUILD_DIR (default build-gpu), CUDA_ARCH, PYTORCH_PYTHON, LSTM_SKIP_BENCH
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 
-usage() { sed -n '15,21p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '15,26p' "$0" | sed 's/^# \{0,1\}//'; }
 usage_error() { echo "gpu_check: $*" >&2; usage >&2; exit 2; }
 cuda_arch=${CUDA_ARCH:-}
 out=
+all_steps="tests stages baselines sanitizers bench"
+steps=$all_steps
+stage_regex=
 while (($#)); do
   case $1 in
     --cuda-arch) (($# >= 2)) || usage_error "--cuda-arch needs a value"; cuda_arch=$2; shift 2 ;;
     --cuda-arch=*) cuda_arch=${1#*=}; shift ;;
+    --steps) (($# >= 2)) || usage_error "--steps needs a value"; steps=${2//,/ }; shift 2 ;;
+    --steps=*) steps=${1#*=}; steps=${steps//,/ }; shift ;;
+    --stages) (($# >= 2)) || usage_error "--stages needs a value"; stage_regex=$2; shift 2 ;;
+    --stages=*) stage_regex=${1#*=}; shift ;;
     -h | --help) usage; exit 0 ;;
     -*) usage_error "unknown option: $1" ;;
     *) [ -z "$out" ] || usage_error "one DIR only (got $out and $1)"; out=$1; shift ;;
   esac
 done
 [ -n "$out" ] || usage_error "DIR is missing"
+for step in $steps; do
+  [[ " $all_steps " == *" $step "* ]] || usage_error "unknown step '$step' (steps: ${all_steps// /, })"
+done
+[ -n "${steps// /}" ] || usage_error "--steps names no step (steps: ${all_steps// /, })"
+if [ -n "$stage_regex" ]; then
+  # grep exits 2 on a malformed expression (1 only means no match)
+  echo | grep -Eq -- "$stage_regex" 2>/dev/null
+  (($? != 2)) || usage_error "--stages: not a valid extended regular expression: $stage_regex"
+fi
+wants() { [[ " $steps " == *" $1 "* ]]; }
+[ "${LSTM_SKIP_BENCH:-0}" != 1 ] || steps=${steps/bench/}
+read -ra step_list <<<"$steps"
+steps="${step_list[*]}"
 # shellcheck source=lib/build.sh
 source scripts/lib/build.sh
 check_cuda_arch
@@ -117,7 +142,7 @@ gpu_tests_ran() {
   fi
   ctest --test-dir "$build" -LE gpu --output-on-failure --parallel 4
 }
-run_step tests gpu_tests_ran
+wants tests && run_step tests gpu_tests_ran
 
 # ---- 3. every stage: canonical config and three odd configs, checks on
 stages=()
@@ -125,97 +150,109 @@ stages=()
 # the GPU tests instead.
 for exe in "$build"/bin/lstm_*_[0-9][0-9]_*; do
   case $(basename "$exe") in lstm_selftest_*) continue ;; esac
+  [ -z "$stage_regex" ] || grep -Eq -- "$stage_regex" <<<"$(basename "$exe")" || continue
   stages+=("$(basename "$exe")")
 done
+if ((${#stages[@]} == 0)); then
+  summary+=("FAILED  stages: no stage executable matches --stages '$stage_regex'")
+  failures+=(stages)
+  echo "${summary[-1]}"
+fi
 odd_configs=(
   "--hidden 200 --input-size 77 --batch 3 --seq 17 --layers 3"
   "--hidden 1000 --batch 1 --seq 30 --layers 2"
   "--hidden 33 --input-size 300 --batch 130 --seq 1 --layers 1"
 )
-for stage in "${stages[@]}"; do
-  run_step "$stage.canonical" "$build/bin/$stage" --json "$out/canonical.jsonl"
-  for i in "${!odd_configs[@]}"; do
-    # shellcheck disable=SC2086  # the config is a list of flags
-    run_step "$stage.odd$i" "$build/bin/$stage" ${odd_configs[$i]} --json "$out/odd.jsonl"
+if wants stages; then
+  for stage in "${stages[@]}"; do
+    run_step "$stage.canonical" "$build/bin/$stage" --json "$out/canonical.jsonl"
+    for i in "${!odd_configs[@]}"; do
+      # shellcheck disable=SC2086  # the config is a list of flags
+      run_step "$stage.odd$i" "$build/bin/$stage" ${odd_configs[$i]} --json "$out/odd.jsonl"
+    done
   done
-done
+fi
 
 # ---- 4. the baselines on the same configs: cuDNN (every algorithm it accepts) and PyTorch
 python=${PYTORCH_PYTHON:-python3}
-if [ -x "$build/bin/lstm_cudnn" ]; then
-  run_step cudnn.canonical "$build/bin/lstm_cudnn" --algo all --json "$out/canonical.jsonl"
-  for i in "${!odd_configs[@]}"; do
-    # shellcheck disable=SC2086
-    run_step "cudnn.odd$i" "$build/bin/lstm_cudnn" --algo all ${odd_configs[$i]} --json "$out/odd.jsonl"
-  done
-  # cuDNN's training pass, every algorithm, every gradient checked
-  run_step cudnn_training.canonical "$build/bin/lstm_cudnn" --training --algo all --json "$out/canonical.jsonl"
-  for i in "${!odd_configs[@]}"; do
-    # shellcheck disable=SC2086
-    run_step "cudnn_training.odd$i" "$build/bin/lstm_cudnn" --training --algo all ${odd_configs[$i]} --json "$out/odd.jsonl"
-  done
-else
-  summary+=("FAILED  cudnn: the cuDNN baseline was not built (cuDNN not found)")
-  failures+=(cudnn)
-fi
-run_step pytorch.fixture "$python" baselines/pytorch/lstm_pytorch.py --load tests/data/pytorch_fixture
-pytorch_checked() {  # PyTorch at one config, checked against the reference's --dump
-  local data
-  data=$(mktemp -d)
-  "$build/bin/lstm_reference" "$@" --save-inputs "$data" --dump "$data" &&
-    "$python" baselines/pytorch/lstm_pytorch.py --load "$data" --check-dir "$data" \
-      --json "$out/$json_file"
-  local status=$?
-  rm -rf "$data"
-  return $status
-}
-json_file=canonical.jsonl run_step pytorch.canonical pytorch_checked
-for i in "${!odd_configs[@]}"; do
-  # shellcheck disable=SC2086
-  json_file=odd.jsonl run_step "pytorch.odd$i" pytorch_checked ${odd_configs[$i]}
-done
-# PyTorch's training pass (torch.autograd.grad): the training fixture (inputs, dy, dhy, dcy, and
-# y, hy, cy and every gradient from nn.LSTM in float64), then the same configs, each checked on
-# every gradient where the training reference fits the CPU reference's budget (lstm_reference
-# --fits-budget says), else run unchecked, as the stages' own checks do.
-run_step pytorch_training.fixture "$python" baselines/pytorch/lstm_pytorch.py --training \
-  --load tests/data/pytorch_training_fixture
-pytorch_training_checked() {
-  local data fits status
-  fits=$("$build/bin/lstm_reference" "$@" --training --fits-budget) || return 1
-  echo "$fits"
-  data=$(mktemp -d)
-  if [[ $fits == yes:* ]]; then
-    "$build/bin/lstm_reference" "$@" --training --save-inputs "$data/problem" --dump "$data/reference" &&
-      "$python" baselines/pytorch/lstm_pytorch.py --training --load "$data/problem" \
-        --check-dir "$data/reference" --json "$out/$json_file"
+if wants baselines; then
+  if [ -x "$build/bin/lstm_cudnn" ]; then
+    run_step cudnn.canonical "$build/bin/lstm_cudnn" --algo all --json "$out/canonical.jsonl"
+    for i in "${!odd_configs[@]}"; do
+      # shellcheck disable=SC2086
+      run_step "cudnn.odd$i" "$build/bin/lstm_cudnn" --algo all ${odd_configs[$i]} --json "$out/odd.jsonl"
+    done
+    # cuDNN's training pass, every algorithm, every gradient checked
+    run_step cudnn_training.canonical "$build/bin/lstm_cudnn" --training --algo all --json "$out/canonical.jsonl"
+    for i in "${!odd_configs[@]}"; do
+      # shellcheck disable=SC2086
+      run_step "cudnn_training.odd$i" "$build/bin/lstm_cudnn" --training --algo all ${odd_configs[$i]} --json "$out/odd.jsonl"
+    done
   else
-    "$build/bin/lstm_reference" "$@" --training --save-inputs "$data/problem" --no-reference &&
-      "$python" baselines/pytorch/lstm_pytorch.py --training --load "$data/problem" --no-check \
-        --json "$out/$json_file"
+    summary+=("FAILED  cudnn: the cuDNN baseline was not built (cuDNN not found)")
+    failures+=(cudnn)
   fi
-  status=$?
-  rm -rf "$data"
-  return $status
-}
-json_file=canonical.jsonl run_step pytorch_training.canonical pytorch_training_checked
-for i in "${!odd_configs[@]}"; do
-  # shellcheck disable=SC2086
-  json_file=odd.jsonl run_step "pytorch_training.odd$i" pytorch_training_checked ${odd_configs[$i]}
-done
+  run_step pytorch.fixture "$python" baselines/pytorch/lstm_pytorch.py --load tests/data/pytorch_fixture
+  pytorch_checked() {  # PyTorch at one config, checked against the reference's --dump
+    local data
+    data=$(mktemp -d)
+    "$build/bin/lstm_reference" "$@" --save-inputs "$data" --dump "$data" &&
+      "$python" baselines/pytorch/lstm_pytorch.py --load "$data" --check-dir "$data" \
+        --json "$out/$json_file"
+    local status=$?
+    rm -rf "$data"
+    return $status
+  }
+  json_file=canonical.jsonl run_step pytorch.canonical pytorch_checked
+  for i in "${!odd_configs[@]}"; do
+    # shellcheck disable=SC2086
+    json_file=odd.jsonl run_step "pytorch.odd$i" pytorch_checked ${odd_configs[$i]}
+  done
+  # PyTorch's training pass (torch.autograd.grad): the training fixture (inputs, dy, dhy, dcy, and
+  # y, hy, cy and every gradient from nn.LSTM in float64), then the same configs, each checked on
+  # every gradient where the training reference fits the CPU reference's budget (lstm_reference
+  # --fits-budget says), else run unchecked, as the stages' own checks do.
+  run_step pytorch_training.fixture "$python" baselines/pytorch/lstm_pytorch.py --training \
+    --load tests/data/pytorch_training_fixture
+  pytorch_training_checked() {
+    local data fits status
+    fits=$("$build/bin/lstm_reference" "$@" --training --fits-budget) || return 1
+    echo "$fits"
+    data=$(mktemp -d)
+    if [[ $fits == yes:* ]]; then
+      "$build/bin/lstm_reference" "$@" --training --save-inputs "$data/problem" --dump "$data/reference" &&
+        "$python" baselines/pytorch/lstm_pytorch.py --training --load "$data/problem" \
+          --check-dir "$data/reference" --json "$out/$json_file"
+    else
+      "$build/bin/lstm_reference" "$@" --training --save-inputs "$data/problem" --no-reference &&
+        "$python" baselines/pytorch/lstm_pytorch.py --training --load "$data/problem" --no-check \
+          --json "$out/$json_file"
+    fi
+    status=$?
+    rm -rf "$data"
+    return $status
+  }
+  json_file=canonical.jsonl run_step pytorch_training.canonical pytorch_training_checked
+  for i in "${!odd_configs[@]}"; do
+    # shellcheck disable=SC2086
+    json_file=odd.jsonl run_step "pytorch_training.odd$i" pytorch_training_checked ${odd_configs[$i]}
+  done
+fi
 
 # ---- 5. compute-sanitizer on a small config (memory errors, shared-memory races, barriers)
-small="--hidden 40 --input-size 24 --batch 3 --seq 4 --layers 2 --iters 1 --warmup 0"
-for stage in "${stages[@]}"; do
-  for tool in memcheck racecheck synccheck; do
-    # shellcheck disable=SC2086
-    run_step "$stage.$tool" compute-sanitizer --tool "$tool" --error-exitcode 99 \
-      "$build/bin/$stage" $small
+if wants sanitizers; then
+  small="--hidden 40 --input-size 24 --batch 3 --seq 4 --layers 2 --iters 1 --warmup 0"
+  for stage in "${stages[@]}"; do
+    for tool in memcheck racecheck synccheck; do
+      # shellcheck disable=SC2086
+      run_step "$stage.$tool" compute-sanitizer --tool "$tool" --error-exitcode 99 \
+        "$build/bin/$stage" $small
+    done
   done
-done
+fi
 
 # ---- 6. the benchmarks (skip with LSTM_SKIP_BENCH=1)
-if [ "${LSTM_SKIP_BENCH:-0}" != 1 ]; then
+if wants bench; then
   run_step bench env BUILD_DIR="$build" PYTORCH_PYTHON="$python" scripts/bench.sh "$out"
 fi
 
@@ -223,6 +260,8 @@ fi
 {
   echo
   echo "gpu_check summary ($(date -u +%Y-%m-%dT%H:%M:%SZ), $(head -n 1 "$out/environment.txt"))"
+  [ "$steps" == "$all_steps" ] && [ -z "$stage_regex" ] ||
+    echo "  a partial check: steps '$steps'${stage_regex:+, stages matching '$stage_regex'}"
   printf '  %s\n' "${summary[@]}"
   echo "canonical config (H=512 B=64 T=100 L=4):"
   grep -h "^time " "$out"/*.canonical.log 2>/dev/null | sed 's/^/  /'
