@@ -10,9 +10,10 @@
 #                       training reference (3x the forward's FLOPs) fits it (the same budget the
 #                       stages' checks use; lstm_configs says where)
 #
-# usage: scripts/bench.sh [--only cpp|pytorch] [DIR]
+# usage: scripts/bench.sh [--only cpp|pytorch|pytorch-training] [DIR]
 #   --only cpp       lstm_bench alone (DIR/bench.json)
 #   --only pytorch   the PyTorch part alone (appended to DIR/pytorch.jsonl)
+#   --only pytorch-training   PyTorch's training pass alone (appended to DIR/pytorch.jsonl)
 #                    (to split the bench over two runs, e.g. two time-limited GPU sessions;
 #                    default: both parts, lstm_bench first)
 #   DIR              default results/local/<gpu>
@@ -22,14 +23,14 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-usage() { sed -n '13,21p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '13,22p' "$0" | sed 's/^# \{0,1\}//'; }
 usage_error() { echo "bench: $*" >&2; usage >&2; exit 2; }
 only=
 dir=
 while (($#)); do
   case $1 in
     --only)
-      (($# >= 2)) || usage_error "--only needs a value: cpp or pytorch"
+      (($# >= 2)) || usage_error "--only needs a value: cpp, pytorch or pytorch-training"
       only=$2
       shift 2
       ;;
@@ -40,8 +41,8 @@ while (($#)); do
   esac
 done
 case $only in
-  "" | cpp | pytorch) ;;
-  *) usage_error "--only takes cpp or pytorch, got '$only'" ;;
+  "" | cpp | pytorch | pytorch-training) ;;
+  *) usage_error "--only takes cpp, pytorch or pytorch-training, got '$only'" ;;
 esac
 
 build=${BUILD_DIR:-build}
@@ -53,7 +54,7 @@ fi
 dir=${dir:-results/local/$("$build/bin/lstm_gpu_info" --folder)}
 mkdir -p "$dir"
 
-if [ "$only" != pytorch ]; then
+if [ "$only" = "" ] || [ "$only" = cpp ]; then
   echo "bench: lstm_bench -> $dir/bench.json"
   "$build/bin/lstm_bench" --benchmark_out="$dir/bench.json" --benchmark_out_format=json
 fi
@@ -86,13 +87,15 @@ while read -r group hidden input_size batch seq layers flop reference_steps trai
     "$build/bin/lstm_reference" --load "$problem" --training --dump "$reference" >/dev/null
     forward_check=(--check-dir "$reference") training_check=(--check-dir "$reference")
   elif ((reference_steps == seq)); then
-    "$build/bin/lstm_reference" --load "$problem" --dump "$reference" >/dev/null
-    forward_check=(--check-dir "$reference")
+    if [ "$only" != pytorch-training ]; then
+      "$build/bin/lstm_reference" --load "$problem" --dump "$reference" >/dev/null
+      forward_check=(--check-dir "$reference")
+    fi
     echo "check: training gradients not checked for $what (the training reference is over the CPU reference's budget)"
   else
     echo "check: skipped for $what, forward and training ($flop FLOP: over the CPU reference's budget)"
   fi
-  pytorch --load "$problem" "${forward_check[@]}"
+  [ "$only" = pytorch-training ] || pytorch --load "$problem" "${forward_check[@]}"
   pytorch --training --load "$problem" "${training_check[@]}"
 done <"$data/configs.txt"
 echo "bench: done; results in $dir"

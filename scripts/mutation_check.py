@@ -10,6 +10,7 @@ usage: scripts/mutation_check.py cpu|gpu|all [--build DIR] [--only TEXT]
 import argparse
 import os
 import re
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -158,6 +159,9 @@ def main():
     parser.add_argument("--build", default=os.environ.get("BUILD_DIR", "build"))
     parser.add_argument("--only", default="", help="run only mutations whose label contains TEXT")
     args = parser.parse_args()
+    # Stopped by a time limit (SIGTERM), the mutated file is still restored (the finally below),
+    # and its new time stamp makes the next build recompile it.
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     jobs = str(os.cpu_count() or 2)
     build = ["cmake", "--build", args.build, "--parallel", jobs]
     results, ok = [], True
