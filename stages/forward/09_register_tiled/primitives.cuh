@@ -17,10 +17,10 @@ namespace lstm::LSTM_STAGE_NAMESPACE {  // stage_<series>_<NN_slug>, named by th
 
 constexpr int kGateG = 2;  // the cell candidate g uses tanh, the others sigmoid
 constexpr unsigned kFullMask = 0xFFFFFFFFu;
-constexpr unsigned kUnpublished = 0xFFFFFFFFu;  // a NaN no FP32 arithmetic returns (GPUs
-                                                // return the canonical NaN 0x7FFFFFFF)
-constexpr int kMaxPolls = 1 << 26;              // > 2 s of polling for one value: report an error
-constexpr int kSpinPolls = 4;                   // polls before each retry starts with a short sleep
+// A NaN that no FP32 arithmetic returns (GPUs return the canonical NaN 0x7FFFFFFF).
+constexpr unsigned kUnpublished = 0xFFFFFFFFu;
+constexpr unsigned long long kMaxWaitNs = 5'000'000'000ull;  // 5 s for one value: a bug, trap
+constexpr int kSpinPolls = 4;     // polls before each retry starts with a short sleep
 constexpr int kPollSleepNs = 64;  // the sleep: fewer polls of the same lines by every SM
 
 // ---------------------------------------------------------------------------------------------
@@ -47,20 +47,30 @@ __device__ __forceinline__ bool unpublished(float4 v) {
          __float_as_uint(v.z) == kUnpublished || __float_as_uint(v.w) == kUnpublished;
 }
 
+/// Nanoseconds on the GPU's global timer (the same clock on every SM).
+__device__ __forceinline__ unsigned long long global_time_ns() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
 /// Waits until none of staged[r] = source[base + r * stride] (r < kInFlight, index < count)
 /// holds the sentinel any more: re-reads all the missing ones at once, so a retry costs one L2
 /// round trip, not one per value. A value never published is a bug: the kernel traps after
-/// kMaxPolls retries instead of hanging.
+/// kMaxWaitNs of waiting (the timer read every 1024 polls) instead of hanging.
 template <int kInFlight, typename Value>
 __device__ __forceinline__ void wait_published(Value (&staged)[kInFlight], const Value* source,
                                                int count, int base, int stride) {
+  unsigned long long started = 0;
   for (int polls = 0;; ++polls) {
     bool missing = false;
 #pragma unroll
     for (int r = 0; r < kInFlight; ++r)
       missing |= base + r * stride < count && unpublished(staged[r]);
     if (!missing) return;
-    if (polls == kMaxPolls) __trap();
+    if (polls == kSpinPolls) started = global_time_ns();
+    if (polls > kSpinPolls && polls % 1024 == 0 && global_time_ns() - started > kMaxWaitNs)
+      __trap();
     if (polls >= kSpinPolls) __nanosleep(kPollSleepNs);
 #pragma unroll
     for (int r = 0; r < kInFlight; ++r) {
