@@ -1061,8 +1061,8 @@ class UnsupportedPoints(PlotTestCase):
     def test_a_failed_point_says_so(self):
         """A run that failed (not a refused size) is marked too, and its note says failed."""
         def fail(m):
-            if (m.impl, m.group, m.config.hidden) == ("forward/07_persistent", "hidden_sweep",
-                                                      2048):
+            if (m.impl, m.group, m.config.hidden) == ("forward/10_small_batch_registers",
+                                                      "hidden_sweep", 2048):
                 return dataclasses.replace(
                     m, unsupported="the pass left NaN/Inf or unwritten elements in y")
             return m
@@ -1070,7 +1070,7 @@ class UnsupportedPoints(PlotTestCase):
         fig = mp.figure_hidden_sweep(self.results)
         [ax] = fig.axes
         notes = [t.get_text() for t in ax.texts if t.get_gid() == mp.UNSUPPORTED_NOTE_GID]
-        self.assertIn("forward/07_persistent · FP32: failed in this run", notes)
+        self.assertIn("forward/10_small_batch_registers · FP32: failed in this run", notes)
         self.assertIn("cuDNN persist_static · FP32: not supported", notes)
 
     def test_a_point_without_an_entry_stays_absent(self):
