@@ -8,7 +8,7 @@
  *   2. The owner of h_t[b][j] publishes it with one relaxed store; a reader polls it with
  *      relaxed loads until it is not the sentinel: the value is its own flag (primitives.cuh).
  *   3. No grid.sync(): a block starts step t + 1 as soon as the values it reads are there. A
- *      value that never comes (a bug) makes the kernel trap after ~2 s instead of hanging.
+ *      value that never comes (a bug) makes the kernel trap after 5 s instead of hanging.
  *
  * The lesson, the mapping, the costs, the prediction and the measurement: README.md beside
  * this file. Host code here; the kernel in kernel.cuh.
