@@ -17,7 +17,15 @@ folder per GPU, and in it:
                    as "phases" (the run records' schema) or as forward_ms and backward_ms;
   canonical.jsonl  the stage executables' own checked runs (scripts/gpu_check.sh, scripts/run.sh);
                    the stage times come from it only where bench.json is missing, and its check
-                   status is quoted in the stage READMEs.
+                   status is quoted in the stage READMEs;
+  bench_training.json  (optional) the training series' own bench run: the training table,
+                   figures and stage sections come from it where the folder has one;
+  bench_persistent.json  (optional) a bench run of the persistent forward stages (07 and up)
+                   and cuDNN's forward algorithms, bench.json's format: persistent_steps.png,
+                   the persistent table and the stage sections of every forward stage it
+                   measured come from it (cuDNN's fastest of the same run beside them), so that
+                   a stage is compared within one run; without it they come from bench.json.
+Other files of the folder (side runs such as bench_persistent_08-10-<commit>.json) are not read.
 Results written before stages had series (names like '00_naive', no series, kind or precision)
 are read as 'forward/00_naive', kind forward, precision fp32.
 
@@ -31,6 +39,10 @@ with --out DIR):
   batch_sweep.png    µs per step against batch size (log-log), one panel per hidden size;
   persistent.png     the forward series' last stage against cuDNN's fastest algorithm at each
                      batch size (and the stage before it);
+  persistent_steps.png  every forward stage of the persistent run (bench_persistent.json; else
+                     bench.json's forward stages numbered 07 and up): µs per step against batch
+                     size (log-log), a panel per hidden size, with cuDNN's fastest algorithm of
+                     the same run at each point;
   hidden_sweep.png   µs per step and layer against hidden size (log-log);
   fp32_fraction.png  each FP32 stage, cuDNN's fastest and PyTorch as a share of the measured FP32
                      rate;
@@ -42,7 +54,7 @@ with --out DIR):
   training_sweeps.png  the training pass's time per step against batch size (a panel per hidden
                      size) and against hidden size;
 drawing what the folder's data allows and saying which figure it could not draw and why. In the
-three sweep figures a point whose bench entry was skipped ('unsupported: ...', skip_reason()) is
+sweep figures a point whose bench entry was skipped ('unsupported: ...', skip_reason()) is
 an × in the series' colour in a grey band along the bottom of its panel, the series named beside
 it and the × explained in the legend; a point with no entry (not measured) is not drawn. The
 console gets a line before each step (reading a folder, drawing a figure, rewriting the READMEs)
@@ -51,19 +63,21 @@ and one per file written.
 Then (unless --no-readmes) it rewrites, from the folder named by --readme-gpu, the text between
   <!-- results-table:begin --> and <!-- results-table:end -->           in README.md (required),
   <!-- training-table:begin --> and <!-- training-table:end -->         in README.md,
+  <!-- persistent-table:begin --> and <!-- persistent-table:end -->     in README.md,
   <!-- stage-result:begin --> and <!-- stage-result:end -->             in stages/*/*/README.md,
   <!-- stage-batch-sweep:begin --> and <!-- stage-batch-sweep:end -->   in stages/*/*/README.md,
 (the stage markers where present; stages/<series>/<NN_slug>/README.md is the stage
-'<series>/<NN_slug>', compared with the implementations of its own kind). Nothing in those
-tables is typed by hand.
+'<series>/<NN_slug>', compared with the implementations of its own kind in the run
+stage_view() picks for it: bench_training.json for a training stage, bench_persistent.json for
+a forward stage it measured, else bench.json). Nothing in those tables is typed by hand.
 
 usage: plots/make_plots.py [--results DIR] [--out DIR] [--no-readmes] [--readme-gpu NAME]
                            [--readme-root DIR] [--configs FILE]
 
 notebooks/walkthrough.ipynb imports this module: gpu_folders(), load_results(),
-canonical_view(), results_table(), training_table(), stage_paragraph(), describe(),
-registered_stages(), stage_series(), precision_label(), precisions_text(), display_path() and
-the figure_*() functions are its API.
+canonical_view(), results_table(), training_table(), persistent_table(), stage_view(),
+stage_paragraph(), describe(), registered_stages(), stage_series(), precision_label(),
+precisions_text(), display_path() and the figure_*() functions are its API.
 """
 import argparse
 import itertools
@@ -382,6 +396,10 @@ class GpuResults:
     # the training table, figures and stage sections use it, so that every training number on
     # them comes from one run; None: they use bench.json like the rest.
     training: "GpuResults | None" = None
+    # The persistent forward stages' own benchmark run (bench_persistent.json), where the folder
+    # has one: persistent_steps.png, the persistent table and the stage sections of the forward
+    # stages it measured use it, beside cuDNN's algorithms of the same run; None: bench.json.
+    persistent: "GpuResults | None" = None
 
     def env(self):
         """The environment the caption and table footers quote (bench first, then records)."""
@@ -396,9 +414,14 @@ class GpuResults:
         return self.bench + self.pytorch + self.checked
 
     def stages(self):
-        """Every stage name in the folder (any kind, group or file), in stage order."""
-        return sorted({m.impl for m in self.measurements() if is_stage(m.impl)},
-                      key=stage_sort_key)
+        """Every stage name in the folder (any kind, group or file, the training and persistent
+        runs included), in stage order: what stage_colors() colours, so that a stage keeps its
+        colour in every figure of the folder."""
+        names = {m.impl for m in self.measurements() if is_stage(m.impl)}
+        for run in (self.training, self.persistent):
+            if run is not None:
+                names.update(run.stages())
+        return sorted(names, key=stage_sort_key)
 
     def off_standard(self):
         """Bench entries of a group of the standard configurations at a config not in it (left
@@ -660,23 +683,67 @@ def gpu_folders(results_dir):
                                                     "canonical.jsonl"))]
 
 
+TRAINING_BENCH = "bench_training.json"  # the training series' own run
+PERSISTENT_BENCH = "bench_persistent.json"  # the persistent forward stages' own run
+FIRST_PERSISTENT_STAGE = 7  # without that run, bench.json's forward stages from 07 on
+
+
 def training_view(results):
     """The results the training series is shown from: the folder's bench_training.json run
     where it has one, else `results` itself."""
     return results.training if results.training is not None else results
 
 
+def persistent_view(results):
+    """The results the persistent stages are shown from (persistent_steps.png, the persistent
+    table): the folder's bench_persistent.json run where it has one, else `results` itself."""
+    return results.persistent if results.persistent is not None else results
+
+
+def is_persistent_stage(results, impl):
+    """Whether persistent_steps.png and the persistent table show `impl`: a forward stage of the
+    bench_persistent.json run where the folder has one; else (bench.json) a forward stage
+    numbered FIRST_PERSISTENT_STAGE or higher."""
+    if stage_series(impl) != FORWARD:
+        return False
+    if results.persistent is not None:
+        return True
+    return int(stage_slug(impl)[:2]) >= FIRST_PERSISTENT_STAGE
+
+
+def stage_view(results, stage):
+    """The results a stage's README sections (stage_paragraph(), stage_batch_sweep_table()) come
+    from: the training run (training_view()) for a training stage; the persistent run for a
+    forward stage that run measured (any entry of its own kind), so that the stage is compared
+    with cuDNN's algorithms of the same run; `results` (bench.json) for every other stage."""
+    stage = stage_name(stage)
+    if stage_series(stage) == TRAINING:
+        return training_view(results)
+    run = results.persistent
+    if run is not None and stage_series(stage) == FORWARD and any(
+            m.impl == stage and m.kind == FORWARD for m in run.bench):
+        return run
+    return results
+
+
 def load_results(folder, configs=None):
     """Everything in one results/<gpu>/ folder, as a GpuResults; `configs` is a
-    StandardConfigs (default: common/standard_configs.json)."""
+    StandardConfigs (default: common/standard_configs.json). The runs of bench_training.json
+    and bench_persistent.json, where there, are GpuResults of their own (.training,
+    .persistent), each with the canonical.jsonl records (the check a stage section quotes)."""
     folder = Path(folder)
     configs = configs or load_standard_configs()
     results = GpuResults(name=folder.name, folder=folder, configs=configs)
     if (folder / "bench.json").is_file():
         read_bench(folder / "bench.json", results)
-    if (folder / "bench_training.json").is_file():
+    if (folder / PERSISTENT_BENCH).is_file():
+        results.persistent = GpuResults(name=folder.name, folder=folder, configs=configs)
+        read_bench(folder / PERSISTENT_BENCH, results.persistent)
+        if (folder / "canonical.jsonl").is_file():
+            read_checked(folder / "canonical.jsonl", results.persistent)
+    if (folder / TRAINING_BENCH).is_file():
         results.training = GpuResults(name=folder.name, folder=folder, configs=configs)
-        read_bench(folder / "bench_training.json", results.training)
+        read_bench(folder / TRAINING_BENCH, results.training)
         if (folder / "pytorch.jsonl").is_file():
             read_pytorch(folder / "pytorch.jsonl", results.training)
         if (folder / "canonical.jsonl").is_file():
@@ -1136,14 +1203,17 @@ class UnsupportedRow(NamedTuple):
     note: str = "not supported"  # or "failed in this run": what the entries of the points say
 
 
-def plot_series(ax, series, x_of, colors, keep=lambda m: True):
-    """One line per (implementation, precision) through its measured points. Returns the x
-    values of the panel (measured or not supported) and an UnsupportedRow per series with
-    points it does not support (for mark_unsupported())."""
+def plot_series(ax, series, x_of, colors, keep=lambda m: True, markers=None):
+    """One line per (implementation, precision) through its measured points (styled by
+    line_style(); `markers`, {implementation: marker}, overrides an implementation's marker).
+    Returns the x values of the panel (measured or not supported) and an UnsupportedRow per
+    series with points it does not support (for mark_unsupported())."""
     xs_all, rows = [], []
     precisions = sweep_precisions(series)
     for key, measurements in series.items():
         style = line_style(key, colors, precisions)
+        if markers and key[0] in markers:
+            style.update(marker=markers[key[0]], markersize=6.5)
         label = series_label(key, precisions)
         points = sorted((x_of(m), m.us_per_step_layer) for m in measurements
                         if m.supported and keep(m))
@@ -1275,11 +1345,94 @@ def last_forward_stages(series):
     return [key for key in measured if key[0] in names[-2:]], names[-1:]
 
 
+def panel_hiddens(series, shown, impls):
+    """The hidden sizes of a figure of cuDNN's fastest at each batch size: those with an entry
+    (measured or not supported) of one of `impls` in `shown` where something of the panel (a
+    line of `shown`, a cuDNN algorithm of `series`) was measured."""
+    measured = {m.config.hidden for key, ms in series.items()
+                if key in shown or is_cudnn(key[0]) for m in ms if m.supported}
+    return sorted({m.config.hidden for key, ms in shown.items() if key[0] in impls
+                   for m in ms} & measured)
+
+
+CUDNN_FASTEST_GID = "cudnn-fastest"  # the dashed line of cuDNN's fastest at each point
+CUDNN_FASTEST_POINT_GID = "cudnn-fastest-point"  # its points, marked by algorithm
+
+
+def draw_cudnn_fastest(ax, series, keep, precisions):
+    """cuDNN's fastest algorithm at each batch size of one panel (the measurements of `series`
+    that `keep` keeps): a dashed black line through the points, each point marked by the
+    algorithm fastest there (the algorithm's marker of the sweep figures, CUDNN_STYLES; one
+    legend entry per algorithm). The line's label names cuDNN's precisions where they and the
+    panel's `precisions` are not all one. Returns the batch sizes with a cuDNN entry (measured
+    or not) and an UnsupportedRow of those no algorithm supports (or None)."""
+    fastest_at = {}  # batch -> (µs, algorithm, precision)
+    cudnn_batches = set()  # the batches with a cuDNN entry, measured or not supported
+    for (impl, _), measurements in series.items():
+        if not is_cudnn(impl):
+            continue
+        for m in measurements:
+            if keep(m):
+                cudnn_batches.add(m.config.batch)
+            if m.supported and keep(m):
+                best = fastest_at.get(m.config.batch)
+                if best is None or m.us_per_step_layer < best[0]:
+                    fastest_at[m.config.batch] = (m.us_per_step_layer, impl, m.precision)
+    label = "cuDNN fastest at each point"
+    if fastest_at:
+        batches = sorted(fastest_at)
+        cudnn_precisions = {fastest_at[b][2] for b in batches}
+        if len(precisions | cudnn_precisions) > 1:
+            label += " · " + join_precisions(cudnn_precisions)
+        ax.plot(batches, [fastest_at[b][0] for b in batches], color=CUDNN_COLOR,
+                linestyle="--", linewidth=1.6, label=label, gid=CUDNN_FASTEST_GID)
+        for impl in sorted({fastest_at[b][1] for b in batches}, key=cudnn_sort_key):
+            points = [(b, fastest_at[b][0]) for b in batches if fastest_at[b][1] == impl]
+            marker = CUDNN_STYLES[cudnn_sort_key(impl)[0] % len(CUDNN_STYLES)][1]
+            ax.plot(*zip(*points), linestyle="none", marker=marker,
+                    markersize=9 if marker in ("^", "v") else 7.5,  # triangles look smaller
+                    color=CUDNN_COLOR, markeredgecolor="white", markeredgewidth=0.6, zorder=3,
+                    label=f"  fastest there: {display_name(impl)}", gid=CUDNN_FASTEST_POINT_GID)
+    refused = sorted(cudnn_batches - set(fastest_at))  # no cuDNN algorithm supports them
+    row = UnsupportedRow("cuDNN (every algorithm)", CUDNN_COLOR, tuple(refused)) if refused \
+        else None
+    return cudnn_batches, row
+
+
+def draw_against_cudnn_fastest(fig, results, series, shown, hiddens, group, markers=None):
+    """The panels of persistent.png and persistent_steps.png, one per hidden size of `hiddens`
+    (sharing their y axis): the lines of `shown` (part of `series`, a sweep_series() of the
+    batch sweep `group`) and cuDNN's fastest algorithm of `series` at each batch size
+    (draw_cudnn_fastest()), µs per step against batch size, log-log, the points not supported
+    marked (mark_unsupported()); the legend on the right. Stage colours are those of the
+    folder `results`; `markers` as plot_series()'s."""
+    precisions = {m.precision for ms in shown.values() for m in ms if m.supported}
+    axes = fig.subplots(1, len(hiddens), sharey=True, squeeze=False)[0]
+    colors = stage_colors(results.stages())
+    most_rows = 0
+    for ax, hidden in zip(axes, hiddens):
+        keep = lambda m, h=hidden: m.config.hidden == h  # noqa: E731
+        xs, rows = plot_series(ax, shown, lambda m: m.config.batch, colors, keep=keep,
+                               markers=markers)
+        cudnn_batches, refused = draw_cudnn_fastest(ax, series, keep, precisions)
+        if refused:
+            rows.append(refused)
+        mark_unsupported(ax, rows, xs + list(cudnn_batches))
+        most_rows = max(most_rows, len(rows))
+        log_axes(ax, xs + list(cudnn_batches))
+        ax.set_title(f"H = {hidden}")
+        ax.set_xlabel("batch size B")
+    reserve_unsupported_band(axes, most_rows)  # the panels share their y axis
+    axes[0].set_ylabel(f"{step_unit(group)} (lower is better)")
+    legend_outside(fig, axes)
+    return axes
+
+
 def figure_persistent(results):
     """persistent.png: the last stage of the forward series (the persistent kernel, today)
-    against cuDNN's fastest algorithm at each point of the batch sweep (the algorithm named at
-    each point), with the stage before it for reference: µs per step against batch size, one
-    panel per hidden size."""
+    against cuDNN's fastest algorithm at each point of the batch sweep (each point marked by the
+    algorithm fastest there), with the stage before it for reference: µs per step against batch
+    size, one panel per hidden size."""
     series = measured_sweep(results, "batch_sweep")
     group = results.configs.group("batch_sweep")
     shown_keys, last = last_forward_stages(series)
@@ -1289,56 +1442,80 @@ def figure_persistent(results):
     shown = {key: series[key] for key in shown_keys}
     # The panels: the hidden sizes with an entry of the last stage (measured or not supported)
     # where something in the panel was measured.
-    measured = {m.config.hidden for key, ms in series.items()
-                if key in shown or is_cudnn(key[0]) for m in ms if m.supported}
-    hiddens = sorted({m.config.hidden for key in shown_keys if key[0] == last
-                      for m in series[key]} & measured)
-    precisions = {m.precision for ms in shown.values() for m in ms if m.supported}
+    hiddens = panel_hiddens(series, shown, {last})
     fig = new_figure(results, (13, 5.4),
                      f"{last} against cuDNN's fastest algorithm at each batch size "
                      f"({precisions_text(m for ms in shown.values() for m in ms if m.supported)}"
                      f", {group.fixed_label()})")
-    axes = fig.subplots(1, len(hiddens), sharey=True, squeeze=False)[0]
-    colors = stage_colors(results.stages())
-    most_rows = 0
-    for ax, hidden in zip(axes, hiddens):
-        keep = lambda m, h=hidden: m.config.hidden == h  # noqa: E731
-        xs, rows = plot_series(ax, shown, lambda m: m.config.batch, colors, keep=keep)
-        fastest_at = {}  # batch -> (µs, algorithm, precision)
-        cudnn_batches = set()  # the batches with a cuDNN entry, measured or not supported
-        for (impl, _), measurements in series.items():
-            if not is_cudnn(impl):
-                continue
-            for m in measurements:
-                if keep(m):
-                    cudnn_batches.add(m.config.batch)
-                if m.supported and keep(m):
-                    best = fastest_at.get(m.config.batch)
-                    if best is None or m.us_per_step_layer < best[0]:
-                        fastest_at[m.config.batch] = (m.us_per_step_layer, impl, m.precision)
-        label = "cuDNN fastest at each point"
-        if fastest_at:
-            batches = sorted(fastest_at)
-            cudnn_precisions = {fastest_at[b][2] for b in batches}
-            if len(precisions | cudnn_precisions) > 1:
-                label += " · " + join_precisions(cudnn_precisions)
-            ax.plot(batches, [fastest_at[b][0] for b in batches], color="black",
-                    linestyle="--", marker="s", label=label)
-            for b in batches:
-                ax.annotate(display_name(fastest_at[b][1]).replace("cuDNN ", ""),
-                            (b, fastest_at[b][0]), textcoords="offset points", xytext=(0, -12),
-                            ha="center", fontsize=7, color="#333333")
-        refused = sorted(cudnn_batches - set(fastest_at))  # no cuDNN algorithm supports them
-        if refused:
-            rows.append(UnsupportedRow("cuDNN (every algorithm)", "black", tuple(refused)))
-        mark_unsupported(ax, rows, xs + list(cudnn_batches))
-        most_rows = max(most_rows, len(rows))
-        log_axes(ax, xs + list(cudnn_batches))
-        ax.set_title(f"H = {hidden}")
-        ax.set_xlabel("batch size B")
-    reserve_unsupported_band(axes, most_rows)  # the panels share their y axis
-    axes[0].set_ylabel(f"{step_unit(group)} (lower is better)")
-    legend_outside(fig, axes)
+    draw_against_cudnn_fastest(fig, results, series, shown, hiddens, group)
+    return fig
+
+
+STEP_MARKERS = ("o", "v", "P", "*", "h", "p")  # persistent_steps.png: a marker per stage
+
+
+def persistent_stage_names(results):
+    """The stages persistent_steps.png and the persistent table show, in stage order: the
+    forward stages with a forward-kind entry in the persistent run (persistent_view(),
+    is_persistent_stage())."""
+    run = persistent_view(results)
+    return sorted({m.impl for m in run.bench if m.kind == FORWARD and is_stage(m.impl)
+                   and is_persistent_stage(results, m.impl)}, key=stage_sort_key)
+
+
+def no_persistent_stage(results):
+    """Why persistent_stage_names() is empty, for MissingData."""
+    run = results.persistent
+    if run is not None:
+        return f"{display_path(run.bench_path)} has no forward-kind entry of a {FORWARD} stage"
+    where = (f"{display_path(results.bench_path)} has no" if results.bench_path else
+             f"no bench.json in {display_path(results.folder)}, so no")
+    return (f"{where} {FORWARD} stage numbered {FIRST_PERSISTENT_STAGE:02d} or up, and "
+            f"{display_path(results.folder)} has no {PERSISTENT_BENCH}")
+
+
+def run_label(run):
+    """'bench_persistent.json, commit 6705ece4f2bb': the file and commit of one bench run."""
+    name = run.bench_path.name if run.bench_path else "no bench run"
+    return f"{name}, commit {run.context.get('git_commit', '?')}"
+
+
+def stage_range(names):
+    """'07–10' for stages 07 to 10 (their numbers), '07' for one."""
+    numbers = [stage_slug(n)[:2] for n in names]
+    return numbers[0] if len(numbers) == 1 else f"{numbers[0]}–{numbers[-1]}"
+
+
+def figure_persistent_steps(results):
+    """persistent_steps.png: every forward stage of the persistent run (bench_persistent.json;
+    without it, bench.json's forward stages numbered 07 and up) with cuDNN's fastest algorithm
+    of the same run at each point of the batch sweep (each point marked by the algorithm fastest
+    there): µs per step against batch size, log-log, one panel per hidden size. The title names
+    the run (file, commit)."""
+    run = persistent_view(results)
+    if run.bench_path is None:
+        raise MissingData(f"neither {PERSISTENT_BENCH} nor bench.json in "
+                          f"{display_path(results.folder)}")
+    names = persistent_stage_names(results)
+    if not names:
+        raise MissingData(no_persistent_stage(results))
+    series = measured_sweep(run, "batch_sweep")
+    group = results.configs.group("batch_sweep")
+    shown = {key: ms for key, ms in series.items() if key[0] in names}
+    hiddens = panel_hiddens(series, shown, set(names))
+    if not any(m.supported for ms in shown.values() for m in ms) or not hiddens:
+        raise MissingData(f"{display_path(run.bench_path)} has no measured batch-sweep entry of "
+                          f"{', '.join(names)}")
+    measured = [m for ms in shown.values() for m in ms if m.supported]
+    # Neighbouring stages have near colours (one colormap over the whole series): a marker of
+    # its own tells each apart, where the markers do not already tell precisions apart.
+    markers = (dict(zip(names, itertools.cycle(STEP_MARKERS)))
+               if len({m.precision for m in measured}) == 1 else None)
+    fig = new_figure(run, (13, 5.6),
+                     f"The persistent {FORWARD} stages {stage_range(names)} and cuDNN's fastest "
+                     f"algorithm at each batch size ({precisions_text(measured)}, "
+                     f"{group.fixed_label()})\none run: {run_label(run)}")
+    draw_against_cudnn_fastest(fig, results, series, shown, hiddens, group, markers)
     return fig
 
 
@@ -1584,6 +1761,7 @@ FIGURES = {
     "canonical.png": figure_canonical,
     "batch_sweep.png": figure_batch_sweep,
     "persistent.png": figure_persistent,
+    "persistent_steps.png": figure_persistent_steps,
     "hidden_sweep.png": figure_hidden_sweep,
     "fp32_fraction.png": figure_fp32_fraction,
     "training_canonical.png": figure_training_canonical,
@@ -1727,6 +1905,101 @@ def training_table(results):
     return "\n".join(lines) + "\n\n" + footer(results, view)
 
 
+# The batch-sweep points of the persistent table: (H, B), each a column where the batch sweep
+# of the standard configurations holds it.
+PERSISTENT_TABLE_POINTS = ((512, 1), (1024, 4))
+
+
+def persistent_table(results):
+    """Markdown table of the persistent run (persistent_view(): bench_persistent.json, else
+    bench.json's forward stages from 07 on): one row per persistent stage (and precision) and
+    one for cuDNN's fastest algorithm of the same run, with the canonical config's median ms,
+    µs per step at the batch-sweep points PERSISTENT_TABLE_POINTS (cuDNN's fastest there named,
+    as it can differ from point to point) and the canonical time ÷ cuDNN's fastest; then the
+    footer (file, GPU, date, commit)."""
+    run = persistent_view(results)
+    names = persistent_stage_names(results)
+    if not names:
+        raise MissingData(no_persistent_stage(results))
+    config = results.configs.canonical
+    canonical = {(m.impl, m.precision): m for m in run.bench if m.group == "canonical"
+                 and m.config == config and m.kind == FORWARD}
+    try:
+        group = results.configs.group("batch_sweep")
+        points = [point for point in PERSISTENT_TABLE_POINTS
+                  if any((c.hidden, c.batch) == point for c in group.configs)]
+        sweep = sweep_series(run, "batch_sweep")
+    except MissingData:
+        group, points, sweep = None, [], {}
+
+    def at(measurements, point):
+        return next((m for m in measurements if (m.config.hidden, m.config.batch) == point),
+                    None)
+
+    keys = sorted({key for key in list(canonical) + list(sweep) if key[0] in names},
+                  key=lambda k: (stage_sort_key(k[0]), precision_sort_key(k[1])))
+    cudnn_canonical = [m for (impl, _), m in canonical.items() if is_cudnn(impl)]
+    cudnn_sweep = [m for (impl, _), ms in sweep.items() if is_cudnn(impl) for m in ms]
+    best = fastest(cudnn_canonical)
+    mixed = len({precision for _, precision in keys} |
+                ({best.precision} if best else set())) > 1
+
+    def cell(m, value):
+        if m is None:
+            return "–"
+        return m.not_measured_label if not m.supported else value(m)
+
+    def ms_cell(m):
+        return cell(m, lambda m: f"{m.median_ms:.3f}")
+
+    def us_cell(m):
+        return cell(m, lambda m: f"{m.us_per_step_layer:.1f}")
+
+    unit = step_unit(group) if group else ""
+    lines = ["| stage |" + (" precision |" if mixed else "") + " canonical ms (median) |"
+             + "".join(f" {unit}, H={h} B={b} |" for h, b in points)
+             + " canonical time ÷ cuDNN's fastest |",
+             "|---|" + ("---|" if mixed else "") + "--:|" + "--:|" * len(points) + "--:|"]
+    for impl, precision in keys:
+        m = canonical.get((impl, precision))
+        ratio_text = (ratio(m.median_ms, best.median_ms) if m is not None and m.supported
+                      else "–")
+        lines.append(f"| {impl} |" + (f" {precision_label(precision)} |" if mixed else "")
+                     + f" {ms_cell(m)} |"
+                     + "".join(f" {us_cell(at(sweep.get((impl, precision), ()), p))} |"
+                               for p in points)
+                     + f" {ratio_text} |")
+    row = "| cuDNN's fastest |" + (f" {precision_label(best.precision) if best else '–'} |"
+                                   if mixed else "")
+    row += f" {ms_cell(best)}" + (f" ({cudnn_algorithm(best.impl)})" if best else "") + " |"
+    for point in points:
+        here = fastest([m for m in cudnn_sweep if (m.config.hidden, m.config.batch) == point])
+        other = (f", {precision_label(here.precision)}" if here and mixed
+                 and best and here.precision != best.precision else "")
+        row += (f" {us_cell(here)}" + (f" ({cudnn_algorithm(here.impl)}{other})" if here else "")
+                + " |")
+    lines.append(row + (" 1.00× |" if best else " – |"))
+
+    env = run.env()
+    text = (f"Generated by `plots/make_plots.py` from `{display_path(run.bench_path)}` "
+            f"({env.get('gpu', '?')}, {str(env.get('date_utc', '?'))[:10]}, "
+            f"commit {env.get('git_commit', '?')}): one run, the stages and cuDNN's algorithms "
+            f"side by side. Canonical config {config.label()}, {FORWARD} pass, "
+            f"{'in the precision of each row' if mixed else join_precisions(p for _, p in keys)}"
+            "; medians.")
+    if points:
+        text += (f" The H, B columns are the batch sweep's ({group.fixed_label()}): "
+                 f"{unit}, the median time ÷ T ÷ L.")
+    text += (" cuDNN's fastest is the fastest of its algorithms in this run at each config, "
+             "named in parentheses.")
+    if best is None:
+        text += " No cuDNN measurement at the canonical config in this run."
+    for m in sorted(canonical.values(), key=row_sort_key):
+        if not m.supported and (m.impl in names or is_cudnn(m.impl)):
+            text += f" `{m.impl}` {m.not_measured_phrase} here: {m.unsupported}."
+    return "\n".join(lines) + "\n\n" + text
+
+
 def stage_kind(results, stage):
     """The kind of a stage's measurements: 'training' for a training stage; 'forward' for a
     forward stage and for one with no measurement."""
@@ -1739,10 +2012,10 @@ def stage_paragraph(results, stage):
     in): its time (median, min, max; for a training stage also its forward and backward),
     TFLOP/s, µs per step-layer, speedups over the first stage and the previous stage of its
     series, ratio to cuDNN's fastest algorithm of the same kind, the check of its checked run,
-    and the source. `stage` is '<series>/<NN_slug>' (an old name '00_naive' means
-    'forward/...')."""
-    if stage_name(stage).startswith("training/"):
-        results = training_view(results)
+    and the source, all from the run stage_view() picks for the stage (where that run has no
+    stage 00, no speedup over it is claimed). `stage` is '<series>/<NN_slug>' (an old name
+    '00_naive' means 'forward/...')."""
+    results = stage_view(results, stage)
     stage = stage_name(stage)
     view = canonical_view(results, stage_kind(results, stage))
     rows = view.stage_rows(stage)
@@ -1778,6 +2051,9 @@ def precision_paragraph(results, view, m):
         slower = any(other.median_ms < m.median_ms for other in (base, before) if other)
         text += (" Speedup " + ", ".join(comparisons)
                  + (" (below 1× is a slowdown)." if slower else "."))
+    if base is None and view.stage_source and not stage_slug(m.impl).startswith("00_"):
+        text += (f" `{view.stage_source.name}` has no measured stage 00 of the "
+                 f"{stage_series(m.impl)} series: no speedup over it from that run.")
     if best:
         precision = (f"{precision_label(best.precision)}, " if best.precision != m.precision
                      else "")
@@ -1802,9 +2078,9 @@ def precision_paragraph(results, view, m):
 
 def stage_batch_sweep_table(results, stage):
     """Markdown table: a stage's µs per step at each batch size of the batch sweep, beside
-    cuDNN's fastest algorithm at the same point (one table per precision of the stage)."""
-    if stage_name(stage).startswith("training/"):
-        results = training_view(results)
+    cuDNN's fastest algorithm at the same point of the same run, stage_view()'s (one table per
+    precision of the stage)."""
+    results = stage_view(results, stage)
     stage = stage_name(stage)
     try:
         group = results.configs.group("batch_sweep")
@@ -1846,7 +2122,8 @@ def sweep_table(results, group, stage, precision, measurements, cudnn):
     training = any(m.kind == TRAINING for m in measurements)
     unit = step_unit(group) + (" of the training pass" if training else "")
     return ("\n".join(lines) + f"\n\n{unit} ({group.fixed_label()}, "
-            f"{precision_label(precision)}), median; from `{display_path(results.bench_path)}`.")
+            f"{precision_label(precision)}), median; from `{display_path(results.bench_path)}` "
+            f"(commit {results.context.get('git_commit', '?')}).")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1870,7 +2147,8 @@ def replace_between_markers(path, name, text, required=False):
 
 
 def update_readmes(results, readme_root):
-    """Rewrites the results table and the training table of README.md and the stage sections of
+    """Rewrites the results table, the training table and the persistent table of README.md
+    (the last two where it has their markers) and the stage sections of
     stages/<series>/<NN_slug>/README.md (the stage '<series>/<NN_slug>'); returns the (path,
     marker) pairs rewritten."""
     readme = Path(readme_root) / "README.md"
@@ -1888,6 +2166,12 @@ def update_readmes(results, readme_root):
         training = f"Not measured yet: {why}."
     if replace_between_markers(readme, "training-table", training):
         written.append((readme, "training-table"))
+    try:
+        persistent = persistent_table(results)
+    except MissingData as why:
+        persistent = f"Not measured yet: {why}."
+    if replace_between_markers(readme, "persistent-table", persistent):
+        written.append((readme, "persistent-table"))
     for stage_readme in sorted((Path(readme_root) / "stages").glob("*/*/README.md")):
         stage = f"{stage_readme.parent.parent.name}/{stage_readme.parent.name}"
         if replace_between_markers(stage_readme, "stage-result", stage_paragraph(results, stage)):
@@ -1919,8 +2203,9 @@ def barrier_table(results):
 
 
 def describe(results):
-    """Console lines on what a folder holds, per kind: implementations and precisions; what the
-    figures leave out (other kinds, configs off the standard ones)."""
+    """Console lines on what a folder holds, per kind: implementations and precisions; the
+    persistent run (bench_persistent.json) and what it feeds; what the figures leave out
+    (other kinds, configs off the standard ones, stages not measured in any run)."""
     folder = display_path(results.folder)
     lines = []
     by_kind = {}
@@ -1940,7 +2225,17 @@ def describe(results):
             text += (f" -- read, not drawn (the figures and tables show the {FORWARD} and "
                      f"{TRAINING} kinds)")
         lines.append(text)
+    run = results.persistent
+    if run is not None:
+        impls = sorted({m.impl for m in run.bench}, key=lambda i: (not is_stage(i),
+                                                                    stage_sort_key(i)))
+        names = persistent_stage_names(results)
+        lines.append(f"plots: {folder}: {run_label(run)}: {len(run.bench)} measurements of "
+                     f"{', '.join(impls)} -- in persistent_steps.png, the persistent table and "
+                     f"the stage sections of {', '.join(names) or 'no stage'}")
     measured = {m.impl for m in results.measurements()}
+    for other in (results.training, results.persistent):
+        measured |= {m.impl for m in other.measurements()} if other is not None else set()
     not_yet = [name for name in registered_stages() if name not in measured
                and name not in {RENAMED_STAGES.get(m) for m in measured}]
     if not_yet:

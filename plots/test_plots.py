@@ -43,8 +43,8 @@ require("numpy", "matplotlib")
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "plots" / "make_plots.py"
 FIXTURE = ROOT / "plots" / "testdata" / "synthetic"
-FORWARD_FIGURES = ("canonical.png", "batch_sweep.png", "persistent.png", "hidden_sweep.png",
-                   "fp32_fraction.png")
+FORWARD_FIGURES = ("canonical.png", "batch_sweep.png", "persistent.png", "persistent_steps.png",
+                   "hidden_sweep.png", "fp32_fraction.png")
 TRAINING_FIGURES = ("training_canonical.png", "training_sweeps.png")
 ALL_FIGURES = FORWARD_FIGURES + TRAINING_FIGURES
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -137,7 +137,10 @@ class CommittedResults(PlotTestCase):
             # holds training entries; without it, the stages' checked runs or PyTorch's record
             # make canonical.png and the rest is reported as not drawn.
             expected = FORWARD_FIGURES if (folder / "bench.json").is_file() else ("canonical.png",)
-            if any(m.kind == "training" for m in mp.load_results(folder).bench):
+            results = mp.load_results(folder)
+            if not mp.persistent_stage_names(results):  # no persistent run, no stage 07 or up
+                expected = tuple(n for n in expected if n != "persistent_steps.png")
+            if any(m.kind == "training" for m in results.bench):
                 expected += TRAINING_FIGURES
             for name in ALL_FIGURES:
                 png = self.tmp / folder.name / name
@@ -174,6 +177,9 @@ class CommittedResults(PlotTestCase):
         results = mp.load_results(ROOT / "results" / "h100-sxm")
         trained = {m.impl for m in mp.training_view(results).bench if m.kind == "training"
                    and m.group == "canonical"}
+        # PyTorch's training pass, where pytorch.jsonl has one at the canonical config
+        trained |= {mp.PYTORCH for m in mp.training_view(results).pytorch
+                    if m.kind == "training" and m.config == results.configs.canonical}
         self.assertIn("training/00_naive", trained)
         self.assertTrue(any(mp.is_cudnn(i) for i in trained))
         self.assertEqual(training_row_names(training),
@@ -211,7 +217,11 @@ class StagesNotMeasuredYet(PlotTestCase):
                                     for line in lines), lines)
         result = make_plots("--out", self.tmp, "--no-readmes")
         self.assert_ok(result)
-        self.assertIn("not measured yet, so not in its figures and tables:", result.stdout)
+        if any("not measured yet" in line for folder in mp.gpu_folders(ROOT / "results")
+               for line in mp.describe(mp.load_results(folder))):
+            self.assertIn("not measured yet, so not in its figures and tables:", result.stdout)
+        else:  # every stage of the source tree is measured somewhere
+            self.assertNotIn("not measured yet", result.stdout)
 
 
 class SyntheticResults(PlotTestCase):
@@ -300,15 +310,40 @@ class SyntheticResults(PlotTestCase):
         self.assertIn("**73.10 ms** median of 20 runs (min 70.91, max 77.49), 1.47 TFLOP/s, "
                       "182.7 µs per step and layer", naive)
         self.assertIn("(latest run in `canonical.jsonl`): passed", naive)
-        persistent = (readmes / "stages" / "forward" / "10_small_batch_registers" / "README.md").read_text()
-        self.assertIn("Speedup 22.02× over `forward/00_naive`, 1.73× over the previous stage "
-                      "`forward/06_cuda_graph`", persistent)
+        # Stage 10 is in the fixture's persistent run (bench_persistent.json, 1.1× bench.json's
+        # times): its sections come from that run, with that run's cuDNN and previous stage.
+        persistent = (readmes / "stages" / "forward" / "10_small_batch_registers" /
+                      "README.md").read_text()
+        self.assertIn("**3.65 ms** median", persistent)
+        self.assertIn("Speedup 1.05× over the previous stage `forward/09_register_tiled`.",
+                      persistent)
+        self.assertIn("`bench_persistent.json` has no measured stage 00 of the forward series: "
+                      "no speedup over it from that run.", persistent)
+        self.assertNotIn("over `forward/00_naive`", persistent)
         self.assertIn("0.86× that of cuDNN's fastest algorithm (`cudnn_persist_static`, "
-                      "3.86 ms)", persistent)
-        self.assertIn("| 256 | 35.3 | 39.5 (persist_static) | unsupported | 146.0 "
+                      "4.25 ms)", persistent)
+        self.assertIn("Source: `plots/testdata/synthetic/synthetic-gpu/bench_persistent.json` "
+                      "(commit synthetic-persistent, 2000-01-02).", persistent)
+        self.assertIn("| 256 | 38.8 | 43.4 (persist_static) | unsupported | 160.6 "
                       "(persist_static) |", persistent)
-        self.assertIn("µs per time step (T=100, L=1, I=H, FP32), median", persistent)
+        self.assertIn("µs per time step (T=100, L=1, I=H, FP32), median; from "
+                      "`plots/testdata/synthetic/synthetic-gpu/bench_persistent.json` "
+                      "(commit synthetic-persistent).", persistent)
         self.assertNotIn("stale", persistent)
+        barrier = (readmes / "stages" / "forward" / "07_persistent_barrier" /
+                   "README.md").read_text().split("<!-- stage-result:begin -->")[1].split(
+                       "<!-- stage-batch-sweep:end -->")[0]
+        self.assertIn("**5.23 ms** median", barrier)
+        self.assertNotIn("previous stage", barrier)  # 06 is not in the persistent run
+        self.assertIn("(latest run in `canonical.jsonl`): passed", barrier)
+        self.assertIn("| 1 | 6.8 | 4.6 (persist_static) | 7.3 | 5.0 (persist_static) |", barrier)
+        self.assertNotIn("Not measured yet", barrier)
+        graph = (readmes / "stages" / "forward" / "06_cuda_graph" / "README.md").read_text()
+        self.assertIn("Source: `plots/testdata/synthetic/synthetic-gpu/bench.json` (commit "
+                      "synthetic, 2000-01-01)", graph)
+        steps = table.split("<!-- persistent-table:begin -->\n")[1].split(
+            "\n<!-- persistent-table:end -->")[0]
+        self.assertEqual(steps, mp.persistent_table(mp.load_results(FIXTURE / "synthetic-gpu")))
         half = (readmes / "stages" / "forward" / "11_half_precision" / "README.md").read_text()
         self.assertIn("(H=512 I=512 B=64 T=100 L=4, FP16)", half)
         self.assertIn("over the previous stage `forward/10_small_batch_registers`", half)
@@ -575,6 +610,243 @@ def tiny_folder(tmp, entries=TINY_ENTRIES, pytorch=()):
     return mp.load_results(folder)
 
 
+# ---------------------------------------------------------------------------------------------
+# The persistent run (bench_persistent.json): stage sections, persistent_steps.png, the table
+# ---------------------------------------------------------------------------------------------
+
+PERSISTENT_STEPS = ("forward/07_persistent_barrier", "forward/08_published_h",
+                    "forward/09_register_tiled", "forward/10_small_batch_registers")
+
+
+def sweep_entry(impl, hidden, batch, median, skip=None):
+    """A forward-kind bench entry of the batch sweep (T=100, L=1) with round numbers."""
+    series = impl.split("/")[0] if "/" in impl else ""
+    entry = {"name": f"{impl}/batch_sweep/H:{hidden}/I:{hidden}/B:{batch}/T:100/L:1/manual_time",
+             "run_type": "iteration", "label": f"series={series} kind=forward precision=fp32"}
+    if skip:
+        return dict(entry, error_occurred=True, error_message=skip)
+    return dict(entry, iterations=20, hidden=hidden, input_size=hidden, batch=batch, seq_len=100,
+                layers=1, median_ms=median, min_ms=median, max_ms=median, tflops=1.0,
+                us_per_step_layer=median * 1000 / 100)
+
+
+def line_labels(ax):
+    """The labels of a panel's lines, without the cuDNN points' (marked by algorithm) and the
+    unsupported marks."""
+    return {line.get_label() for line in ax.get_lines()
+            if line.get_gid() not in (mp.CUDNN_FASTEST_POINT_GID, mp.UNSUPPORTED_POINT_GID)}
+
+
+class PersistentRun(PlotTestCase):
+    """A folder's bench_persistent.json is a run of its own: the forward stages it measured are
+    shown from it, beside cuDNN's algorithms of the same run; without it, bench.json."""
+
+    def fixture_without_persistent_run(self):
+        folder = self.tmp / "gpu"
+        shutil.copytree(FIXTURE / "synthetic-gpu", folder)
+        (folder / "bench_persistent.json").unlink()
+        return mp.load_results(folder)
+
+    def test_the_view_of_each_stage(self):
+        for folder in (FIXTURE / "synthetic-gpu", ROOT / "results" / "h100-sxm"):
+            results = mp.load_results(folder)
+            self.assertIsNotNone(results.persistent, folder)
+            for stage in PERSISTENT_STEPS:
+                self.assertIs(mp.stage_view(results, stage), results.persistent, stage)
+            for slug in ("00_naive", "01_combined_gemms", "02_streams", "03_fused_pointwise",
+                         "04_transposed_weights", "05_layer_wavefront", "06_cuda_graph"):
+                self.assertIs(mp.stage_view(results, f"forward/{slug}"), results, slug)
+            self.assertIs(mp.stage_view(results, "forward/99_not_measured"), results)
+            self.assertIs(mp.stage_view(results, "training/00_naive"),
+                          mp.training_view(results))
+        synthetic = mp.load_results(FIXTURE / "synthetic-gpu")
+        self.assertIs(mp.stage_view(synthetic, "forward/11_half_precision"), synthetic)
+        self.assertIs(mp.stage_view(synthetic, "11_half_precision"), synthetic)
+
+    def test_committed_stage_sections_name_their_run(self):
+        results = mp.load_results(ROOT / "results" / "h100-sxm")
+        persistent_commit = results.persistent.context["git_commit"]
+        bench_commit = results.context["git_commit"]
+        self.assertNotEqual(persistent_commit, bench_commit)
+        best = mp.canonical_view(results.persistent).fastest_cudnn()
+        for stage in PERSISTENT_STEPS:
+            text = mp.stage_paragraph(results, stage)
+            self.assertIn(f"Source: `results/h100-sxm/bench_persistent.json` (commit "
+                          f"{persistent_commit},", text)
+            self.assertIn(f"(`{best.impl}`, {best.median_ms:.2f} ms)", text)
+            self.assertNotIn("forward/00_naive", text)  # not in that run: no speedup over it
+            self.assertIn("no speedup over it from that run", text)
+            self.assertIn("(latest run in `canonical.jsonl`)", text)
+            sweep = mp.stage_batch_sweep_table(results, stage)
+            self.assertIn(f"from `results/h100-sxm/bench_persistent.json` (commit "
+                          f"{persistent_commit}).", sweep)
+        self.assertNotIn("previous stage", mp.stage_paragraph(results, PERSISTENT_STEPS[0]))
+        self.assertIn("over the previous stage `forward/07_persistent_barrier`",
+                      mp.stage_paragraph(results, "forward/08_published_h"))
+        graph = mp.stage_paragraph(results, "forward/06_cuda_graph")
+        self.assertIn(f"Source: `results/h100-sxm/bench.json` (commit {bench_commit},", graph)
+        self.assertIn("over `forward/00_naive`", graph)
+
+    def test_figure_a_line_per_stage_and_cudnn_per_panel(self):
+        for folder in (FIXTURE / "synthetic-gpu", ROOT / "results" / "h100-sxm"):
+            results = mp.load_results(folder)
+            fig = mp.figure_persistent_steps(results)
+            hiddens = sorted({m.config.hidden for m in results.persistent.bench
+                              if m.group == "batch_sweep"})
+            self.assertEqual([ax.get_title() for ax in fig.axes], [f"H = {h}" for h in hiddens])
+            for ax in fig.axes:
+                self.assertEqual(line_labels(ax), set(PERSISTENT_STEPS)
+                                 | {"cuDNN fastest at each point"}, folder)
+                [cudnn] = [line for line in ax.get_lines()
+                           if line.get_gid() == mp.CUDNN_FASTEST_GID]
+                self.assertEqual(cudnn.get_linestyle(), "--")
+                self.assertEqual(mp.to_hex(cudnn.get_color()), "#000000")
+                hidden = int(ax.get_title().split("= ")[1])
+                fastest = {}  # the persistent run's cuDNN entries, not bench.json's
+                for m in results.persistent.bench:
+                    if (mp.is_cudnn(m.impl) and m.supported and m.group == "batch_sweep"
+                            and m.config.hidden == hidden):
+                        fastest[m.config.batch] = min(fastest.get(m.config.batch, math.inf),
+                                                      m.us_per_step_layer)
+                self.assertEqual(list(zip(cudnn.get_xdata(), cudnn.get_ydata())),
+                                 sorted(fastest.items()))
+            self.assertIn(f"bench_persistent.json, commit "
+                          f"{results.persistent.context['git_commit']}", fig.get_suptitle())
+            self.assertIn("07–10", fig.get_suptitle())
+            # a stage keeps its colour of the folder's other figures
+            colors = mp.stage_colors(results.stages())
+            for line in fig.axes[0].get_lines():
+                if line.get_label() in PERSISTENT_STEPS:
+                    self.assertEqual(mp.to_hex(line.get_color()), colors[line.get_label()])
+
+    def test_figure_marks_unsupported_points(self):
+        results = mp.load_results(FIXTURE / "synthetic-gpu")
+        fig = mp.figure_persistent_steps(results)
+        panels = {ax.get_title(): ax for ax in fig.axes}
+        color = mp.stage_colors(results.stages())["forward/10_small_batch_registers"]
+        self.assertEqual(unsupported_marks(panels["H = 1024"]), {(color, 256.0)})
+        self.assertEqual(unsupported_marks(panels["H = 512"]), set())
+        self.assertIn(mp.UNSUPPORTED_LEGEND, legend_labels(fig))
+        notes = [t.get_text() for t in panels["H = 1024"].texts
+                 if t.get_gid() == mp.UNSUPPORTED_NOTE_GID]
+        self.assertEqual(notes, ["forward/10_small_batch_registers: not supported"])
+
+    def tiny_persistent_folder(self):
+        """bench.json with stage 00, 10 and a fast cuDNN; bench_persistent.json with 07, 08
+        and cuDNN's algorithms (every number chosen by hand)."""
+        folder = self.tmp / "gpu"
+        folder.mkdir()
+        (folder / "bench.json").write_text(bench_document([
+            tiny_entry("forward/00_naive", "forward", 30.0),
+            tiny_entry("forward/10_small_batch_registers", "forward", 5.0),
+            tiny_entry("cudnn_standard", "forward", 2.0),
+            sweep_entry("cudnn_persist_static", 512, 1, 0.01)]))
+        entries = [
+            tiny_entry("forward/07_persistent_barrier", "forward", 20.0),
+            tiny_entry("forward/08_published_h", "forward", 10.0),
+            tiny_entry("cudnn_standard", "forward", 8.0),
+            tiny_entry("cudnn_persist_static", "forward", 0, skip="unsupported: no"),
+            tiny_entry("cudnn_persist_dynamic", "forward", 16.0),
+            sweep_entry("forward/07_persistent_barrier", 512, 1, 0.5),
+            sweep_entry("forward/08_published_h", 512, 1, 0.4),
+            sweep_entry("cudnn_standard", 512, 1, 0.6),
+            sweep_entry("cudnn_persist_static", 512, 1, 0.3),
+            sweep_entry("cudnn_persist_dynamic", 512, 1, 0.35),
+            sweep_entry("forward/07_persistent_barrier", 1024, 4, 0.9),
+            sweep_entry("forward/08_published_h", 1024, 4, 0, skip="unsupported: too big"),
+            sweep_entry("cudnn_standard", 1024, 4, 1.2),
+            sweep_entry("cudnn_persist_static", 1024, 4, 0, skip="unsupported: no"),
+            sweep_entry("cudnn_persist_dynamic", 1024, 4, 1.0)]
+        context = {"gpu": "TINY GPU", "date_utc": "2000-01-03T00:00:00Z", "git_commit": "abc123"}
+        (folder / "bench_persistent.json").write_text(json.dumps({"context": context,
+                                                                  "benchmarks": entries}))
+        return mp.load_results(folder)
+
+    def test_table_rows_and_ratios(self):
+        table = mp.persistent_table(self.tiny_persistent_folder())
+        rows = [line for line in table.splitlines() if line.startswith("| ")]
+        self.assertEqual(rows, [
+            "| stage | canonical ms (median) | µs per time step, H=512 B=1 "
+            "| µs per time step, H=1024 B=4 | canonical time ÷ cuDNN's fastest |",
+            "| forward/07_persistent_barrier | 20.000 | 5.0 | 9.0 | 2.50× |",
+            "| forward/08_published_h | 10.000 | 4.0 | unsupported | 1.25× |",
+            "| cuDNN's fastest | 8.000 (standard) | 3.0 (persist_static) "
+            "| 10.0 (persist_dynamic) | 1.00× |"])
+        footer = table.split("\n\n")[1]
+        self.assertIn("from `", footer)
+        self.assertIn("gpu/bench_persistent.json` (TINY GPU, 2000-01-03, commit abc123)", footer)
+        self.assertNotIn("bench.json`", footer)
+        self.assertIn("`cudnn_persist_static` is unsupported here: unsupported: no.", footer)
+        # bench.json's stage 10 and its faster cuDNN are not in it
+        self.assertNotIn("10_small_batch_registers", table)
+        self.assertNotIn("2.000", table)
+
+    def test_readme_gets_the_table_between_its_markers(self):
+        results = self.tiny_persistent_folder()
+        readmes = self.tmp / "readmes"
+        readmes.mkdir()
+        (readmes / "README.md").write_text(
+            "<!-- results-table:begin -->\nold\n<!-- results-table:end -->\n"
+            "<!-- persistent-table:begin -->\nold\n<!-- persistent-table:end -->\n")
+        written = mp.update_readmes(results, readmes)
+        self.assertIn((readmes / "README.md", "persistent-table"), written)
+        text = (readmes / "README.md").read_text()
+        self.assertIn("<!-- persistent-table:begin -->\n" + mp.persistent_table(results)
+                      + "\n<!-- persistent-table:end -->", text)
+        # without the markers it is not an error: the table is just not written
+        (readmes / "README.md").write_text("<!-- results-table:begin -->\nold\n"
+                                           "<!-- results-table:end -->\n")
+        written = mp.update_readmes(results, readmes)
+        self.assertNotIn((readmes / "README.md", "persistent-table"), written)
+
+    def test_without_the_persistent_run(self):
+        """No bench_persistent.json: every stage from bench.json, the figure and the table of
+        its forward stages from 07 on (here 10, and 11 in FP16)."""
+        results = self.fixture_without_persistent_run()
+        self.assertIsNone(results.persistent)
+        for stage in PERSISTENT_STEPS:
+            self.assertIs(mp.stage_view(results, stage), results)
+        self.assertIn("Not measured yet", mp.stage_paragraph(results,
+                                                             "forward/07_persistent_barrier"))
+        paragraph = mp.stage_paragraph(results, "forward/10_small_batch_registers")
+        self.assertIn("over the previous stage `forward/06_cuda_graph`", paragraph)
+        self.assertIn("bench.json` (commit synthetic,", paragraph)
+        self.assertEqual(mp.persistent_stage_names(results),
+                         ["forward/10_small_batch_registers", "forward/11_half_precision"])
+        fig = mp.figure_persistent_steps(results)
+        self.assertIn("bench.json, commit synthetic", fig.get_suptitle())
+        for ax in fig.axes:
+            self.assertEqual(line_labels(ax), {"forward/10_small_batch_registers · FP32",
+                                               "forward/11_half_precision · FP16",
+                                               "cuDNN fastest at each point · FP32"})
+        table = mp.persistent_table(results)
+        self.assertIn("| forward/10_small_batch_registers | FP32 | 3.320 |", table)
+        self.assertIn("| forward/11_half_precision | FP16 | 1.582 |", table)
+        self.assertIn("gpu/bench.json` (SYNTHETIC TEST DATA", table)
+
+    def test_nothing_persistent_to_show(self):
+        """bench.json without a stage from 07 on and no bench_persistent.json: the figure is
+        not drawn, saying why; the README's table says not measured yet; nothing fails."""
+        results = tiny_folder(self.tmp)  # forward/00_naive only
+        with self.assertRaisesRegex(mp.MissingData, "no forward stage numbered 07 or up.*"
+                                                    "bench_persistent.json"):
+            mp.figure_persistent_steps(results)
+        with self.assertRaisesRegex(mp.MissingData, "no forward stage numbered 07 or up"):
+            mp.persistent_table(results)
+        readmes = self.tmp / "readmes"
+        readmes.mkdir()
+        (readmes / "README.md").write_text(
+            "<!-- results-table:begin -->\nold\n<!-- results-table:end -->\n"
+            "<!-- persistent-table:begin -->\nold\n<!-- persistent-table:end -->\n")
+        result = make_plots("--results", self.tmp, "--out", self.tmp / "out", "--readme-gpu",
+                            "gpu", "--readme-root", readmes)
+        self.assert_ok(result)
+        self.assertRegex(result.stdout, r"gpu/persistent_steps.png not drawn: .*no forward "
+                                        r"stage numbered 07 or up")
+        self.assertIn("<!-- persistent-table:begin -->\nNot measured yet: ",
+                      (readmes / "README.md").read_text())
+
+
 class TrainingTable(PlotTestCase):
     """The training table of a tiny hand-made folder: every ratio worked out by hand."""
 
@@ -726,7 +998,8 @@ class TrainingFigures(PlotTestCase):
         self.assertEqual(totals, [m.median_ms for m in view.rows() if m.supported])
         self.assertEqual(len(totals), len({m.impl for m in mp.training_view(results).bench
                                            if m.kind == "training" and m.group == "canonical"
-                                           and m.supported}))
+                                           and m.supported})
+                         + (view.pytorch is not None and view.pytorch.supported))
         refs = [line.get_ydata()[0] for line in speed_panel.get_lines()
                 if line.get_gid() == mp.REFERENCE_LINE_GID]
         self.assertIn(view.base().median_ms / view.fastest_cudnn().median_ms, refs)
@@ -846,7 +1119,8 @@ class Colours(unittest.TestCase):
         results.bench = [m for m in results.bench if m.impl != "forward/11_half_precision"]
         fig = mp.figure_persistent(results)
         self.assertTrue(fig.get_suptitle().startswith("forward/10_small_batch_registers against"))
-        labels = {line.get_label() for line in fig.axes[0].lines}
+        labels = {line.get_label() for line in fig.axes[0].lines
+                  if line.get_gid() != mp.CUDNN_FASTEST_POINT_GID}
         self.assertEqual(labels, {"forward/06_cuda_graph", "forward/10_small_batch_registers",
                                   "cuDNN fastest at each point"})
 

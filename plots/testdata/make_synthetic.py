@@ -19,12 +19,18 @@ Writes, under OUT (default: plots/testdata/synthetic/):
                         two training stages and cuDNN's three training algorithms (with
                         forward_ms and backward_ms; the total is not their sum, as in a real
                         bench where each is timed on its own), which the forward figures must
-                        ignore and the training figures show
+                        ignore and the training figures show; not the persistent stages 07-09
+                        (as on the H100, where they came after the full run)
+    bench_persistent.json  the persistent run: forward stages 07-10 and cuDNN's three forward
+                        algorithms over every group, 10% slower than bench.json (so that a test
+                        can tell which run a number came from), its own commit and date
+                        (PERSISTENT_ENV), 07-09 refusing H > 1024, 10 its bench.json limits
     pytorch.jsonl       PyTorch records for the same configs (one config twice: the last must
                         win), then PyTorch training records ("pytorch_training", kind training,
                         with "phases") at the same configs
-    canonical.jsonl     checked runs of two forward stages (the stage READMEs quote the check)
-                        and one training run (with "phases", its gradients not checked)
+    canonical.jsonl     checked runs of three forward stages (00, 01 and the persistent 07:
+                        the stage READMEs quote the check) and one training run (with "phases",
+                        its gradients not checked)
   synthetic-no-bench/   the OLD schema (names like '00_naive', no series, kind or precision):
                         canonical.jsonl and pytorch.jsonl only (the fallback path, and the proof
                         that old results are still read)
@@ -44,6 +50,8 @@ GPU = "SYNTHETIC TEST DATA (not a measurement)"
 ENV = {"gpu": GPU, "sm_count": "132", "driver": "000.00", "cuda_runtime": "13.0",
        "cublas": "13.1.0", "cudnn": "9.14.0", "git_commit": "synthetic", "date_utc":
        "2000-01-01T00:00:00Z", "clocks": "synthetic"}
+PERSISTENT_ENV = dict(ENV, git_commit="synthetic-persistent", date_utc="2000-01-02T00:00:00Z")
+PERSISTENT_SCALE = 1.1  # bench_persistent.json's times against bench.json's
 BOUND = {"relative_norm": 1e-5, "max_absolute": 1e-4}  # the FP32 check bounds
 
 # impl: (launch overhead per step and layer in µs, share of the FP32 rate in the GEMMs,
@@ -56,6 +64,9 @@ MODEL = {
     "forward/04_transposed_weights": (21, 0.40, False, "fp32"),
     "forward/05_layer_wavefront": (21, 0.40, True, "fp32"),
     "forward/06_cuda_graph": (8, 0.40, True, "fp32"),
+    "forward/07_persistent_barrier": (6, 0.45, True, "fp32"),
+    "forward/08_published_h": (5, 0.45, True, "fp32"),
+    "forward/09_register_tiled": (3.5, 0.55, True, "fp32"),
     "forward/10_small_batch_registers": (3, 0.55, True, "fp32"),
     "forward/11_half_precision": (2.5, 1.6, True, "fp16"),
     "cudnn_standard": (12, 0.50, True, "fp32"),
@@ -63,6 +74,11 @@ MODEL = {
     "cudnn_persist_dynamic": (7, 0.45, True, "fp32"),
     "pytorch": (14, 0.50, True, "fp32"),
 }
+# The persistent run (bench_persistent.json); its stages 07-09 are in no other bench file.
+PERSISTENT_RUN = ("forward/07_persistent_barrier", "forward/08_published_h",
+                  "forward/09_register_tiled", "forward/10_small_batch_registers",
+                  "cudnn_standard", "cudnn_persist_static", "cudnn_persist_dynamic")
+PERSISTENT_ONLY = PERSISTENT_RUN[:3]
 TRAINING = "training/00_naive"  # the training stage of canonical.jsonl's training record
 # Training implementations: (the forward model of their forward pass, backward ÷ forward). The
 # total is TRAINING_TOTAL × (forward + backward): each is timed on its own in a real bench.
@@ -84,6 +100,8 @@ def series_of(impl):
 def unsupported(impl, h, b, group):
     """Synthetic limits, so that skipped entries exist (message, Google Benchmark style). The
     messages start with 'unsupported: ', as lstm_bench's refusals do (its failed runs do not)."""
+    if impl in PERSISTENT_ONLY and h > 1024:
+        return "unsupported: the recurrent weights do not fit on chip (synthetic limit)", "1.8"
     if impl == "forward/10_small_batch_registers" and (h > 1024 or (h == 1024 and b > 128)):
         return "unsupported: recurrent weights do not fit on chip at this size (synthetic limit)", "1.8"
     if impl in ("cudnn_persist_static", "cudnn_persist_static_training") and h > 1024:
@@ -121,7 +139,8 @@ def configs(standard):
             yield (name, c.hidden, c.input_size, c.batch, c.seq_len, c.layers)
 
 
-def bench_entry(impl, group, h, i, b, t, layers):
+def bench_entry(impl, group, h, i, b, t, layers, scale=1.0):
+    """A forward-kind entry of the toy model, its times × `scale`."""
     name = f"{impl}/{group}/H:{h}/I:{i}/B:{b}/T:{t}/L:{layers}/iterations:20/manual_time"
     entry = {"name": name, "run_name": name, "run_type": "iteration", "repetitions": 1,
              "threads": 1, "label": label(impl, "forward", MODEL[impl][3])}
@@ -135,10 +154,26 @@ def bench_entry(impl, group, h, i, b, t, layers):
                          cpu_time=0, time_unit="ms")
             return entry
     median, low, high, tflops, us = timing(impl, h, i, b, t, layers) if not skip else (0,) * 5
+    if scale != 1.0 and not skip:
+        median, low, high, us = (round(v * scale, 4) for v in (median, low, high, us))
+        tflops = round(tflops / scale, 4)
     entry.update(iterations=20, real_time=median, cpu_time=median, time_unit="ms", hidden=h,
                  input_size=i, batch=b, seq_len=t, layers=layers, median_ms=median, min_ms=low,
                  max_ms=high, tflops=tflops, us_per_step_layer=us)
     return entry
+
+
+def bench_document(context, entries):
+    """Google Benchmark's document, one entry a line (small and diffable)."""
+    body = ",\n".join(json.dumps(e, sort_keys=True) for e in entries)
+    return ('{"context": ' + json.dumps(context, sort_keys=True) + ',\n"benchmarks": [\n' + body
+            + "\n]}\n")
+
+
+def bench_context(env):
+    return dict(env, date=env["date_utc"].replace("Z", "+00:00"), host_name="synthetic",
+                executable="synthetic", num_cpus=16, mhz_per_cpu=2000,
+                library_build_type="release")
 
 
 def training_timing(impl, h, i, b, t, layers):
@@ -240,7 +275,7 @@ def main():
     gpu, no_bench = out / "synthetic-gpu", out / "synthetic-no-bench"
     gpu.mkdir(parents=True, exist_ok=True)
     no_bench.mkdir(parents=True, exist_ok=True)
-    impls = [k for k in MODEL if k != "pytorch"]
+    impls = [k for k in MODEL if k != "pytorch" and k not in PERSISTENT_ONLY]
     entries = [{"name": "fp32_fma_peak/iterations:10/manual_time", "run_type": "iteration",
                 "iterations": 10, "real_time": 1.0, "cpu_time": 1.0, "time_unit": "ms",
                 "tflops": PEAK_TFLOPS}]
@@ -248,14 +283,11 @@ def main():
         entries += [bench_entry(impl, *config) for impl in impls]
         entries += [training_entry(*config, impl=impl) for impl in TRAINING_MODEL
                     if impl != "pytorch"]
-    context = dict(ENV, date="2000-01-01T00:00:00+00:00", host_name="synthetic",
-                   executable="synthetic", num_cpus=16, mhz_per_cpu=2000,
-                   library_build_type="release")
-    # One entry a line: small and diffable, still Google Benchmark's document shape.
-    body = ",\n".join(json.dumps(e, sort_keys=True) for e in entries)
-    (gpu / "bench.json").write_text(
-        '{"context": ' + json.dumps(context, sort_keys=True) + ',\n"benchmarks": [\n' + body
-        + "\n]}\n")
+    (gpu / "bench.json").write_text(bench_document(bench_context(ENV), entries))
+    persistent = [bench_entry(impl, *config, scale=PERSISTENT_SCALE)
+                  for config in configs(standard) for impl in PERSISTENT_RUN]
+    (gpu / "bench_persistent.json").write_text(bench_document(bench_context(PERSISTENT_ENV),
+                                                              persistent))
     canonical = tuple(standard.canonical)
     pytorch = [record("pytorch", *config[1:]) for config in configs(standard)]
     pytorch.insert(0, record("pytorch", *canonical, scale=3.0))  # superseded below
@@ -263,7 +295,8 @@ def main():
     write_jsonl(gpu / "pytorch.jsonl", pytorch)
     checked = [record("forward/00_naive", *canonical, scale=0.8),
                record("forward/00_naive", *canonical),
-               record("forward/01_combined_gemms", *canonical)]
+               record("forward/01_combined_gemms", *canonical),
+               record("forward/07_persistent_barrier", *canonical)]
     write_jsonl(gpu / "canonical.jsonl", checked + [training_record(*canonical)])
     write_jsonl(no_bench / "canonical.jsonl",
                 [record("forward/00_naive", *canonical, scale=0.8, old_schema=True),
