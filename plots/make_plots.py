@@ -1818,6 +1818,34 @@ def footer(results, view):
     skipped = [m for m in view.stages + view.cudnn if not m.supported]
     for m in skipped:
         text += f" `{m.impl}` {m.not_measured_phrase} here: {m.unsupported}."
+    text += same_shape_notes(results, view.stages + view.cudnn)
+    return text
+
+
+# Two entries of one implementation at one shape in one run that differ by more than this
+# fraction are named under the table: the ratios use the canonical entry, and a reader should
+# know when the other entry would tell a different story.
+SAME_SHAPE_SPREAD = 0.10
+
+
+def same_shape_notes(results, measurements):
+    """Sentences naming each measured row whose implementation has another entry at the same
+    shape (config, kind, precision) in another group of the same run (e.g. the hidden sweep's
+    point at the canonical shape) that differs by more than SAME_SHAPE_SPREAD."""
+    text = ""
+    for m in measurements:
+        if not m.supported:
+            continue
+        for other in results.bench:
+            if (other.impl, other.config, other.kind, other.precision) != (
+                    m.impl, m.config, m.kind, m.precision) or other.group == m.group:
+                continue
+            if not other.supported or abs(other.median_ms / m.median_ms - 1) <= SAME_SHAPE_SPREAD:
+                continue
+            text += (f" `{m.impl}` took {other.median_ms:.2f} ms at this same shape as a point of "
+                     f"the {other.group.replace('_', ' ')} in the same run, against "
+                     f"{m.median_ms:.2f} ms here: its time moves between entries (the ratios "
+                     "use the canonical entry).")
     return text
 
 

@@ -853,6 +853,25 @@ class TrainingTable(PlotTestCase):
     def folder(self, pytorch=()):
         return tiny_folder(self.tmp, pytorch=pytorch)
 
+    def test_an_entry_at_the_same_shape_that_differs_is_named(self):
+        """cuDNN's hidden-sweep entry at the canonical shape 25% below its canonical entry: the
+        footer names it; one within 10%: not named."""
+        def at_hidden_sweep(entry, median):
+            name = entry["name"].replace("/canonical/", "/hidden_sweep/")
+            return dict(entry, name=name, median_ms=median)
+        standard = tiny_entry("cudnn_standard_training", "training", 20.0, 8.0, 13.0)
+        for other, named in ((15.0, True), (19.0, False)):
+            with self.subTest(other=other):
+                results = tiny_folder(self.tmp, entries=TINY_ENTRIES + [
+                    at_hidden_sweep(standard, other)])
+                footer = mp.training_table(results).splitlines()[-1]
+                sentence = ("`cudnn_standard_training` took 15.00 ms at this same shape as a "
+                            "point of the hidden sweep in the same run, against 20.00 ms here")
+                if named:
+                    self.assertIn(sentence, footer)
+                else:
+                    self.assertNotIn("at this same shape", footer)
+
     def test_rows_and_ratios(self):
         results = self.folder(pytorch=[
             tiny_record(9.0, kind="forward"),
