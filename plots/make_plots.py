@@ -967,10 +967,11 @@ def new_figure(results, size, title):
     return fig
 
 
-def stage_tick_label(m, view):
-    """'forward/01_combined_gemms' -> '01 combined\\ngemms' (fits under a bar), with the series
-    on top where the view holds several, and the precision below where it holds several."""
-    text = textwrap.fill(stage_slug(m.impl).replace("_", " "), 11)
+def stage_tick_label(m, view, width=11):
+    """'forward/01_combined_gemms' -> '01 combined\\ngemms' (fits under a bar: lines of at most
+    `width` characters), with the series on top where the view holds several, and the precision
+    below where it holds several."""
+    text = textwrap.fill(stage_slug(m.impl).replace("_", " "), width, break_long_words=False)
     if len({stage_series(s.impl) for s in view.stages}) > 1:
         text = f"{stage_series(m.impl)}/\n{text}"
     if len({s.precision for s in view.stages}) > 1:
@@ -1011,7 +1012,9 @@ def draw_speedup_panel(ax_speed, view, base, refs, ms, title):
     """The speedup panel of a canonical figure: a bar per stage (its median `ms`, None where it
     was not measured) over `base`, and the reference lines `refs` (label, measurement, style)."""
     speedups = [base.median_ms / v if v else None for v in ms]
-    draw_bars(ax_speed, view, speedups, [f"{s:.2f}×" if s else "" for s in speedups])
+    # The panel is narrow: tick labels in lines of 9 characters, so that neighbours do not touch.
+    draw_bars(ax_speed, view, speedups, [f"{s:.2f}×" if s else "" for s in speedups],
+              tick_width=9)
     for label, m, style in refs:
         ax_speed.axhline(base.median_ms / m.median_ms, **style, gid=REFERENCE_LINE_GID,
                          label=f"{label}: {base.median_ms / m.median_ms:.2f}× "
@@ -1024,7 +1027,7 @@ def draw_speedup_panel(ax_speed, view, base, refs, ms, title):
         ax_speed.legend(loc="upper left", fontsize=9)
 
 
-def draw_bars(ax, view, heights, labels):
+def draw_bars(ax, view, heights, labels, tick_width=11):
     """Bars per stage with a value on top; an unsupported stage gets a note instead of a bar.
     The texts are offset from the bar top in points, so that keep_labels_off_lines() can lift
     one above a reference line."""
@@ -1039,7 +1042,8 @@ def draw_bars(ax, view, heights, labels):
         ax.annotate(label, (x, height), xytext=(0, 3), textcoords="offset points",
                     ha="center", va="bottom", fontsize=8, gid=VALUE_LABEL_GID,
                     annotation_clip=False, in_layout=False, bbox=dict(LABEL_BOX))
-    ax.set_xticks(list(positions), [stage_tick_label(m, view) for m in view.stages], fontsize=8)
+    ax.set_xticks(list(positions), [stage_tick_label(m, view, tick_width) for m in view.stages],
+                  fontsize=8)
     pad = max(0, (MIN_BAR_SLOTS - len(view.stages)) / 2)  # few stages: narrow bars, centred
     ax.set_xlim(-0.6 - pad, len(view.stages) - 0.4 + pad)
     ax.grid(axis="y", alpha=0.3)
