@@ -2029,6 +2029,9 @@ def persistent_table(results):
     for m in sorted(canonical.values(), key=row_sort_key):
         if not m.supported and (m.impl in names or is_cudnn(m.impl)):
             text += f" `{m.impl}` {m.not_measured_phrase} here: {m.unsupported}."
+    shown = [m for m in sorted(canonical.values(), key=row_sort_key)
+             if m.impl in names or m is best]
+    text += same_shape_notes(run, shown)
     return "\n".join(lines) + "\n\n" + text
 
 

@@ -731,9 +731,9 @@ class PersistentRun(PlotTestCase):
                  if t.get_gid() == mp.UNSUPPORTED_NOTE_GID]
         self.assertEqual(notes, ["forward/10_small_batch_registers: not supported"])
 
-    def tiny_persistent_folder(self):
+    def tiny_persistent_folder(self, extra=()):
         """bench.json with stage 00, 10 and a fast cuDNN; bench_persistent.json with 07, 08
-        and cuDNN's algorithms (every number chosen by hand)."""
+        and cuDNN's algorithms (every number chosen by hand), and the `extra` entries."""
         folder = self.tmp / "gpu"
         folder.mkdir()
         (folder / "bench.json").write_text(bench_document([
@@ -756,7 +756,7 @@ class PersistentRun(PlotTestCase):
             sweep_entry("forward/08_published_h", 1024, 4, 0, skip="unsupported: too big"),
             sweep_entry("cudnn_standard", 1024, 4, 1.2),
             sweep_entry("cudnn_persist_static", 1024, 4, 0, skip="unsupported: no"),
-            sweep_entry("cudnn_persist_dynamic", 1024, 4, 1.0)]
+            sweep_entry("cudnn_persist_dynamic", 1024, 4, 1.0), *extra]
         context = {"gpu": "TINY GPU", "date_utc": "2000-01-03T00:00:00Z", "git_commit": "abc123"}
         (folder / "bench_persistent.json").write_text(json.dumps({"context": context,
                                                                   "benchmarks": entries}))
@@ -780,6 +780,16 @@ class PersistentRun(PlotTestCase):
         # bench.json's stage 10 and its faster cuDNN are not in it
         self.assertNotIn("10_small_batch_registers", table)
         self.assertNotIn("2.000", table)
+
+    def test_an_entry_at_the_same_shape_that_differs_is_named(self):
+        standard = tiny_entry("cudnn_standard", "forward", 12.0)
+        hidden_sweep = dict(standard, name=standard["name"].replace("/canonical/",
+                                                                    "/hidden_sweep/"))
+        footer = mp.persistent_table(self.tiny_persistent_folder([hidden_sweep]))
+        self.assertIn("`cudnn_standard` took 12.00 ms at this same shape as a point of the hidden "
+                      "sweep in the same run, against 8.00 ms here", footer)
+        shutil.rmtree(self.tmp / "gpu")
+        self.assertNotIn("at this same shape", mp.persistent_table(self.tiny_persistent_folder()))
 
     def test_readme_gets_the_table_between_its_markers(self):
         results = self.tiny_persistent_folder()
