@@ -40,11 +40,15 @@
 namespace lstm::LSTM_STAGE_NAMESPACE {  // stage_<series>_<NN_slug>, named by the build
 namespace {
 
+// ---------------------------------------------------------------------------------------------
+// The kernels, and whether all their blocks can be resident at once
+// ---------------------------------------------------------------------------------------------
+
 const void* const kForwardKernel = reinterpret_cast<const void*>(&forward_with_stash);
 const void* const kBackwardKernel = reinterpret_cast<const void*>(&backward_persistent);
 
 /// "" if `blocks` blocks of `kernel` (`threads` threads, `shared` bytes) can all be resident at
-/// once on `device`, which a block that waits for another's values needs; else why not.
+/// once on `sm_count` SMs, which a block that waits for another's values needs; else why not.
 std::string check_co_resident(const void* kernel, const char* name, int threads, std::size_t shared,
                               int blocks, int sm_count) {
   int per_sm = 0;
