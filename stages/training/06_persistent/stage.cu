@@ -119,8 +119,9 @@ class PersistentTraining final : public TrainingStage {
     CUDA_CHECK(cudaGetDevice(&device));
     cudaDeviceProp prop{};
     CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
+    // The refusal the harness gets from unsupported_reason(): what does not fit and what would.
+    if (std::string why = unsupported_reason(s, prop); !why.empty()) throw UnsupportedError(why);
     plan_ = make_plan(s, device_limits(prop), flags_.request);
-    if (!plan_.fits) throw UnsupportedError(plan_.why);
     if (flags_.verbose) std::cerr << "training/06_persistent plan: " << plan_.describe() << "\n";
     CUDA_CHECK(cudaFuncSetAttribute(kForwardKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     static_cast<int>(plan_.forward.shared_bytes)));
