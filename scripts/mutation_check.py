@@ -26,6 +26,7 @@ STAGE_07_TESTS = "forward_07_persistent_barrier"
 STAGE_08_TESTS = "forward_08_published_h"
 STAGE_09_TESTS = "forward_09_register_tiled|Stage09"
 STAGE_10_TESTS = "forward_10_small_batch_registers|Stage10"
+TRAINING_06_TESTS = "training_06_persistent|Training06"
 MUTATIONS = [
     ("gpu", "stage 00 swaps the f and g gates in the cell update", "stages/forward/00_naive/stage.cu",
      "cell_.data(), gates_[0].data(), gates_[1].data(), gates_[2].data()",
@@ -123,6 +124,24 @@ MUTATIONS = [
      "stages/training/05_layer_wavefront/stage.cu",
      "      CUDA_CHECK(cudaStreamWaitEvent(stream, layer.input_finished, 0));\n", "", "gpu",
      "training_05_layer_wavefront"),
+    ("gpu", "training stage 06's backward reads dz_{t+1} without waiting for it to be published",
+     "stages/training/06_persistent/backward_kernel.cuh",
+     "        wait_published(staged, dz_row, count, base, stride);\n", "", "gpu", TRAINING_06_TESTS),
+    ("gpu", "training stage 06 launches the backward with one block too few: its units' dz never comes",
+     "stages/training/06_persistent/stage.cu", "launch(kBackwardKernel, &args, plan.blocks(),",
+     "launch(kBackwardKernel, &args, plan.blocks() - 1,", "gpu", TRAINING_06_TESTS),
+    ("gpu", "training stage 06's backward drops the forget gate from dc_{t-1}",
+     "stages/training/06_persistent/backward_kernel.cuh", "dc_s[p] = dc * f;", "dc_s[p] = dc;", "gpu",
+     TRAINING_06_TESTS),
+    ("gpu", "training stage 06's backward adds only the first k slice's partial sums",
+     "stages/training/06_persistent/backward_kernel.cuh", "for (int s = 0; s < S; ++s)\n      sum +=",
+     "for (int s = 0; s < 1; ++s)\n      sum +=", "gpu", TRAINING_06_TESTS),
+    ("gpu", "training stage 06's forward keeps the gates before their activation",
+     "stages/training/06_persistent/forward_kernel.cuh",
+     "      gates[0] = i_gate, gates[H] = f_gate, gates[2 * H] = g_gate, gates[3 * H] = o_gate;\n", "",
+     "gpu", TRAINING_06_TESTS),
+    ("cpu", "training stage 06's planner lets a backward block own more units than its sums hold",
+     "stages/training/06_persistent/plan.cpp", "if (J > kMaxUnitsPerBlock) {", "if (false) {", "cpu"),
     ("cpu", "the reference swaps the f and g gates", "reference/lstm_reference.cpp",
      "sigmoid(gates_b[kForgetGate * H + j])", "sigmoid(gates_b[kCellGate * H + j])", "cpu"),
     ("cpu", "the reference's backward drops the forget gate from dc_{t-1}",

@@ -1,0 +1,110 @@
+/*! \file stages/training/06_persistent/primitives.cuh
+ *  \brief The device primitives of the publication protocol (relaxed stores publish a value,
+ *         relaxed loads through L2 poll for it, a value that is not the sentinel is the signal
+ *         that it is there), asynchronous copies, and the activations.
+ *
+ * A copy of forward stage 08's primitives, with the 16-byte load and cp.async of forward stage 09,
+ * kept here on purpose: every stage stays self-contained. The protocol and why it is correct:
+ * forward stage 08's README, "Publishing h without a barrier"; what this stage publishes with
+ * it (h in the forward, dz in the backward): README.md beside this file.
+ */
+#pragma once
+
+namespace lstm::LSTM_STAGE_NAMESPACE {  // stage_<series>_<NN_slug>, named by the build
+
+constexpr int kGateG = 2;  // the cell candidate g uses tanh, the others sigmoid
+constexpr unsigned kFullMask = 0xFFFFFFFFu;
+// A NaN that no FP32 arithmetic returns (GPUs return the canonical NaN 0x7FFFFFFF).
+constexpr unsigned kUnpublished = 0xFFFFFFFFu;
+constexpr unsigned long long kMaxWaitNs = 5'000'000'000ull;  // 5 s for one value: a bug, trap
+constexpr int kSpinPolls = 4;     // polls before each retry starts with a short sleep
+constexpr int kPollSleepNs = 64;  // the sleep: fewer polls of the same lines by every SM
+
+// ---------------------------------------------------------------------------------------------
+// Publication: relaxed loads and stores through L2, and waiting for a published value
+// ---------------------------------------------------------------------------------------------
+
+/// A 4-byte load through L2 that is allowed to race with another SM's store (relaxed, GPU
+/// scope): it returns the value either before or after that store, never a mix.
+__device__ __forceinline__ float load_relaxed(const float* address) {
+  float v;
+  asm volatile("ld.relaxed.gpu.global.f32 %0, [%1];" : "=f"(v) : "l"(address));
+  return v;
+}
+
+/// The same for 16 bytes: each 4-byte element comes either before or after its own store.
+__device__ __forceinline__ float4 load_relaxed(const float4* address) {
+  float4 v;
+  asm volatile("ld.relaxed.gpu.global.v4.f32 {%0, %1, %2, %3}, [%4];"
+               : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
+               : "l"(address));
+  return v;
+}
+
+/// The matching store: publishes one value for other SMs to poll.
+__device__ __forceinline__ void store_relaxed(float* address, float value) {
+  asm volatile("st.relaxed.gpu.global.f32 [%0], %1;" ::"l"(address), "f"(value) : "memory");
+}
+
+__device__ __forceinline__ bool unpublished(float v) {
+  return __float_as_uint(v) == kUnpublished;
+}
+__device__ __forceinline__ bool unpublished(float4 v) {  // any of the four
+  return unpublished(v.x) || unpublished(v.y) || unpublished(v.z) || unpublished(v.w);
+}
+
+/// Nanoseconds on the GPU's global timer (the same clock on every SM).
+__device__ __forceinline__ unsigned long long global_time_ns() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
+/// Waits until none of staged[r] = source[base + r * stride] (r < kInFlight, index < count)
+/// holds the sentinel any more: re-reads all the missing ones at once, so a retry costs one L2
+/// round trip, not one per value. A value never published is a bug: the kernel traps after
+/// kMaxWaitNs of waiting (the timer read every 1024 polls) instead of hanging.
+template <int kInFlight, typename Value>
+__device__ __forceinline__ void wait_published(Value (&staged)[kInFlight], const Value* source,
+                                               int count, int base, int stride) {
+  unsigned long long started = 0;
+  for (int polls = 0;; ++polls) {
+    bool missing = false;
+#pragma unroll
+    for (int r = 0; r < kInFlight; ++r)
+      missing |= base + r * stride < count && unpublished(staged[r]);
+    if (!missing) return;
+    if (polls == kSpinPolls) started = global_time_ns();
+    if (polls > kSpinPolls && polls % 1024 == 0 && global_time_ns() - started > kMaxWaitNs)
+      __trap();
+    if (polls >= kSpinPolls) __nanosleep(kPollSleepNs);
+#pragma unroll
+    for (int r = 0; r < kInFlight; ++r) {
+      const int idx = base + r * stride;
+      if (idx < count && unpublished(staged[r])) staged[r] = load_relaxed(source + idx);
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Asynchronous copies and the activations
+// ---------------------------------------------------------------------------------------------
+
+/// Copies 4 bytes from global to shared memory asynchronously (cp.async: complete for this
+/// thread after its next cp.async.wait_group; no register holds the value meanwhile).
+__device__ __forceinline__ void copy_async_4(float* shared_target, const float* source) {
+  const unsigned target = static_cast<unsigned>(__cvta_generic_to_shared(shared_target));
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(target), "l"(source) : "memory");
+}
+__device__ __forceinline__ void commit_copies() {
+  asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
+__device__ __forceinline__ void wait_copies() {  // this thread's copies are in shared memory
+  asm volatile("cp.async.wait_group 0;\n" ::: "memory");
+}
+
+__device__ __forceinline__ float sigmoid(float z) {
+  return 1.0f / (1.0f + expf(-z));
+}
+
+}  // namespace lstm::LSTM_STAGE_NAMESPACE
