@@ -183,7 +183,18 @@ def main():
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     jobs = str(os.cpu_count() or 2)
     build = ["cmake", "--build", args.build, "--parallel", jobs]
-    results, ok = [], True
+    ok = True
+    # Each outcome is printed as soon as it is known, so that a run stopped by a time limit still
+    # says what it found before it stopped.
+    print(f"mutation check ({args.which}{', only ' + repr(args.only) if args.only else ''}):",
+          flush=True)
+
+    class Outcomes(list):
+        def append(self, line):
+            super().append(line)
+            print("  " + line, flush=True)
+
+    results = Outcomes()
     for kind, label, file, text, replacement, test_label, *tests in MUTATIONS:
         if args.which not in ("all", kind) or args.only not in label:
             continue
@@ -218,9 +229,6 @@ def main():
         finally:
             path.write_text(original)
     run(build, "/tmp/mutation_build.log")  # rebuild the unmutated code
-    print(f"mutation check ({args.which}{', only ' + repr(args.only) if args.only else ''}):")
-    for line in results:
-        print("  " + line)
     return 0 if ok and results else 1
 
 
