@@ -1082,6 +1082,44 @@ def place_label(text, place):
     text.set_bbox(dict(LABEL_BOX) if place["bbox"] else None)
 
 
+def keep_tick_labels_apart(fig, axes):
+    """Where neighbouring tick labels of a bar panel of `axes` would overlap once the figure is
+    laid out (many stages in a narrow panel), writes each on one line, slanted, so that none
+    touches the next."""
+    fig.draw_without_rendering()
+    for ax in axes:
+        ticks = ax.get_xticklabels()
+        boxes = [t.get_window_extent() for t in ticks]
+        if not any(left.x1 > right.x0 for left, right in zip(boxes, boxes[1:])):
+            continue
+        for tick in ticks:
+            tick.set_text(tick.get_text().replace("\n", " "))
+        ax.set_xticks(ax.get_xticks(), [t.get_text() for t in ticks], rotation=30, ha="right",
+                      rotation_mode="anchor", fontsize=8)
+
+
+def tick_labels_overlap(fig, ax):
+    """Whether two neighbouring tick labels of `ax` overlap, or touch, in the laid-out figure.
+    Straight labels: their boxes. Slanted ones (parallel lines of text): the distance between
+    two neighbours across their slant against the height of a line."""
+    fig.draw_without_rendering()
+    ticks = ax.get_xticklabels()
+    boxes = [t.get_window_extent() for t in ticks]
+    for (left, left_box), (right, right_box) in zip(zip(ticks, boxes), zip(ticks[1:], boxes[1:])):
+        angle = math.radians(left.get_rotation())
+        if angle == 0:
+            if left_box.x1 >= right_box.x0 and left_box.y0 < right_box.y1 and \
+                    right_box.y0 < left_box.y1:
+                return True
+            continue
+        spacing_px = ax.transData.transform((right.get_position()[0], 0))[0] - \
+            ax.transData.transform((left.get_position()[0], 0))[0]
+        line_px = left.get_fontsize() * fig.dpi / 72 * 1.2
+        if spacing_px * math.sin(angle) <= line_px:
+            return True
+    return False
+
+
 def keep_labels_off_lines(fig, axes, attempts=6):
     """Places every value label of `axes` so that no reference line crosses it: on top of its
     bar where no line is in the way; else inside the bar, at its top, where the bar is tall
@@ -1161,10 +1199,12 @@ def figure_canonical(results):
         ax_speed.text(0.5, 0.5, "no measured first stage (00) time:\nno speedup to show",
                       ha="center", va="center", transform=ax_speed.transAxes)
         ax_speed.set_axis_off()
+        keep_tick_labels_apart(fig, [ax_ms])
         keep_labels_off_lines(fig, [ax_ms])
         return fig
     draw_speedup_panel(ax_speed, view, base, refs, ms,
                        f"speedup over {base.impl} (higher is better)")
+    keep_tick_labels_apart(fig, [ax_ms, ax_speed])
     keep_labels_off_lines(fig, [ax_ms, ax_speed])
     return fig
 
@@ -1697,6 +1737,7 @@ def figure_training_canonical(results):
     ms = [m.median_ms if m.supported else None for m in view.stages]
     draw_speedup_panel(ax_speed, view, base, refs, ms,
                        f"speedup over {base.impl}\n(total time; higher is better)")
+    keep_tick_labels_apart(fig, [ax_ms, ax_speed])
     keep_labels_off_lines(fig, [ax_speed])
     return fig
 

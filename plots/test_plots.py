@@ -140,7 +140,7 @@ class CommittedResults(PlotTestCase):
             results = mp.load_results(folder)
             if not mp.persistent_stage_names(results):  # no persistent run, no stage 07 or up
                 expected = tuple(n for n in expected if n != "persistent_steps.png")
-            if any(m.kind == "training" for m in results.bench):
+            if any(m.kind == "training" for m in mp.training_view(results).bench):
                 expected += TRAINING_FIGURES
             for name in ALL_FIGURES:
                 png = self.tmp / folder.name / name
@@ -650,9 +650,13 @@ class PersistentRun(PlotTestCase):
     def test_the_view_of_each_stage(self):
         for folder in (FIXTURE / "synthetic-gpu", ROOT / "results" / "h100-sxm"):
             results = mp.load_results(folder)
-            self.assertIsNotNone(results.persistent, folder)
+            # the committed folder may have no persistent run of its own (bench.json then holds
+            # every forward stage); the fixture has one
+            self.assertEqual(results.persistent is None,
+                             not (folder / "bench_persistent.json").is_file(), folder)
+            self.assertIsNotNone(mp.load_results(FIXTURE / "synthetic-gpu").persistent)
             for stage in PERSISTENT_STEPS:
-                self.assertIs(mp.stage_view(results, stage), results.persistent, stage)
+                self.assertIs(mp.stage_view(results, stage), results.persistent or results, stage)
             for slug in ("00_naive", "01_combined_gemms", "02_streams", "03_fused_pointwise",
                          "04_transposed_weights", "05_layer_wavefront", "06_cuda_graph"):
                 self.assertIs(mp.stage_view(results, f"forward/{slug}"), results, slug)
@@ -663,35 +667,48 @@ class PersistentRun(PlotTestCase):
         self.assertIs(mp.stage_view(synthetic, "forward/11_half_precision"), synthetic)
         self.assertIs(mp.stage_view(synthetic, "11_half_precision"), synthetic)
 
-    def test_committed_stage_sections_name_their_run(self):
-        results = mp.load_results(ROOT / "results" / "h100-sxm")
-        persistent_commit = results.persistent.context["git_commit"]
-        bench_commit = results.context["git_commit"]
-        self.assertNotEqual(persistent_commit, bench_commit)
-        best = mp.canonical_view(results.persistent).fastest_cudnn()
-        for stage in PERSISTENT_STEPS:
-            text = mp.stage_paragraph(results, stage)
-            self.assertIn(f"Source: `results/h100-sxm/bench_persistent.json` (commit "
-                          f"{persistent_commit},", text)
-            self.assertIn(f"(`{best.impl}`, {best.median_ms:.2f} ms)", text)
-            self.assertNotIn("forward/00_naive", text)  # not in that run: no speedup over it
-            self.assertIn("no speedup over it from that run", text)
-            self.assertIn("(latest run in `canonical.jsonl`)", text)
-            sweep = mp.stage_batch_sweep_table(results, stage)
-            self.assertIn(f"from `results/h100-sxm/bench_persistent.json` (commit "
-                          f"{persistent_commit}).", sweep)
-        self.assertNotIn("previous stage", mp.stage_paragraph(results, PERSISTENT_STEPS[0]))
-        self.assertIn("over the previous stage `forward/07_persistent_barrier`",
-                      mp.stage_paragraph(results, "forward/08_published_h"))
-        graph = mp.stage_paragraph(results, "forward/06_cuda_graph")
-        self.assertIn(f"Source: `results/h100-sxm/bench.json` (commit {bench_commit},", graph)
-        self.assertIn("over `forward/00_naive`", graph)
+    def test_stage_sections_name_their_run(self):
+        """With a persistent run (the fixture), stages 07-10 are shown from it, without a
+        speedup over stage 00, which it did not measure; without one (the committed folder, whose
+        bench.json holds every forward stage), from bench.json like every other stage."""
+        for folder in (FIXTURE / "synthetic-gpu", ROOT / "results" / "h100-sxm"):
+            results = mp.load_results(folder)
+            bench_commit = results.context["git_commit"]
+            graph = mp.stage_paragraph(results, "forward/06_cuda_graph")
+            self.assertIn(f"Source: `{mp.display_path(folder / 'bench.json')}` (commit "
+                          f"{bench_commit},", graph)
+            self.assertIn("over `forward/00_naive`", graph)
+            self.assertIn("over the previous stage `forward/07_persistent_barrier`",
+                          mp.stage_paragraph(results, "forward/08_published_h"))
+            run = results.persistent or results
+            best = mp.canonical_view(run).fastest_cudnn()
+            source = mp.display_path(folder / ("bench_persistent.json" if results.persistent
+                                               else "bench.json"))
+            commit = run.context["git_commit"]
+            for stage in PERSISTENT_STEPS:
+                text = mp.stage_paragraph(results, stage)
+                self.assertIn(f"Source: `{source}` (commit {commit},", text)
+                self.assertIn(f"(`{best.impl}`, {best.median_ms:.2f} ms)", text)
+                if folder == ROOT / "results" / "h100-sxm":  # every stage's checked run is there
+                    self.assertIn("(latest run in `canonical.jsonl`)", text)
+                if results.persistent:
+                    self.assertNotEqual(commit, bench_commit)
+                    self.assertNotIn("forward/00_naive", text)  # not in that run
+                    self.assertIn("no speedup over it from that run", text)
+                else:
+                    self.assertIn("over `forward/00_naive`", text)
+                sweep = mp.stage_batch_sweep_table(results, stage)
+                self.assertIn(f"from `{source}` (commit {commit}).", sweep)
+            if results.persistent:
+                self.assertNotIn("previous stage",
+                                 mp.stage_paragraph(results, PERSISTENT_STEPS[0]))
 
     def test_figure_a_line_per_stage_and_cudnn_per_panel(self):
         for folder in (FIXTURE / "synthetic-gpu", ROOT / "results" / "h100-sxm"):
             results = mp.load_results(folder)
+            run = mp.persistent_view(results)
             fig = mp.figure_persistent_steps(results)
-            hiddens = sorted({m.config.hidden for m in results.persistent.bench
+            hiddens = sorted({m.config.hidden for m in run.bench
                               if m.group == "batch_sweep"})
             self.assertEqual([ax.get_title() for ax in fig.axes], [f"H = {h}" for h in hiddens])
             for ax in fig.axes:
@@ -702,16 +719,16 @@ class PersistentRun(PlotTestCase):
                 self.assertEqual(cudnn.get_linestyle(), "--")
                 self.assertEqual(mp.to_hex(cudnn.get_color()), "#000000")
                 hidden = int(ax.get_title().split("= ")[1])
-                fastest = {}  # the persistent run's cuDNN entries, not bench.json's
-                for m in results.persistent.bench:
+                fastest = {}  # the persistent run's cuDNN entries (where it has one)
+                for m in run.bench:
                     if (mp.is_cudnn(m.impl) and m.supported and m.group == "batch_sweep"
                             and m.config.hidden == hidden):
                         fastest[m.config.batch] = min(fastest.get(m.config.batch, math.inf),
                                                       m.us_per_step_layer)
                 self.assertEqual(list(zip(cudnn.get_xdata(), cudnn.get_ydata())),
                                  sorted(fastest.items()))
-            self.assertIn(f"bench_persistent.json, commit "
-                          f"{results.persistent.context['git_commit']}", fig.get_suptitle())
+            source = "bench_persistent.json" if results.persistent else "bench.json"
+            self.assertIn(f"{source}, commit {run.context['git_commit']}", fig.get_suptitle())
             self.assertIn("07–10", fig.get_suptitle())
             # a stage keeps its colour of the folder's other figures
             colors = mp.stage_colors(results.stages())
@@ -1431,6 +1448,45 @@ def crossed_labels(fig):
 def value_labels(fig):
     return [text for ax in fig.axes for text in ax.texts if text.get_gid() in
             (mp.VALUE_LABEL_GID, mp.UNSUPPORTED_LABEL_GID)]
+
+
+ELEVEN_FORWARD_STAGES = ("00_naive", "01_combined_gemms", "02_streams", "03_fused_pointwise",
+                         "04_transposed_weights", "05_layer_wavefront", "06_cuda_graph",
+                         "07_persistent_barrier", "08_published_h", "09_register_tiled",
+                         "10_small_batch_registers")
+
+
+class CanonicalTickLabels(PlotTestCase):
+    """However many stages a canonical figure holds, no tick label overlaps its neighbour."""
+
+    def eleven_stages(self, kind):
+        series = "training" if kind == "training" else "forward"
+        entries = [tiny_entry(f"{series}/{slug}", kind, 50.0 - i,
+                              *((20.0, 30.0 - i) if kind == "training" else ()))
+                   for i, slug in enumerate(ELEVEN_FORWARD_STAGES)]
+        suffix = "_training" if kind == "training" else ""
+        entries.append(tiny_entry(f"cudnn_standard{suffix}", kind, 9.0,
+                                  *((4.0, 5.0) if kind == "training" else ())))
+        return tiny_folder(self.tmp, entries)
+
+    def test_forward_series_of_eleven_stages(self):
+        fig = mp.figure_canonical(self.eleven_stages("forward"))
+        for ax in fig.axes:
+            self.assertFalse(mp.tick_labels_overlap(fig, ax), ax.get_title())
+
+    def test_training_series_of_eleven_stages(self):
+        fig = mp.figure_training_canonical(self.eleven_stages("training"))
+        for ax in fig.axes:
+            self.assertFalse(mp.tick_labels_overlap(fig, ax), ax.get_title())
+
+    def test_the_check_sees_an_overlap(self):
+        """The test above can fail: with the labels set back to two straight lines, they touch."""
+        fig = mp.figure_canonical(self.eleven_stages("forward"))
+        ax = fig.axes[0]
+        ax.set_xticks(ax.get_xticks(), [mp.stage_tick_label(m, mp.canonical_view(
+            self.eleven_stages("forward")), 11) for m in mp.canonical_view(
+                self.eleven_stages("forward")).stages], rotation=0, ha="center", fontsize=8)
+        self.assertTrue(mp.tick_labels_overlap(fig, ax))
 
 
 class CanonicalLabels(PlotTestCase):

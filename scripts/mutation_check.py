@@ -5,7 +5,10 @@ Breaks the code on purpose, one mutation at a time, rebuilds, and requires the t
 named CTest label to FAIL; restores every file afterwards. "gpu" mutations are caught by the GPU
 tests and so need a CUDA GPU; "cpu" ones run anywhere.
 
-usage: scripts/mutation_check.py cpu|gpu|all [--build DIR] [--only TEXT]
+usage: scripts/mutation_check.py cpu|gpu|all [--build DIR] [--only TEXT] [--test-timeout S]
+
+A test that runs past --test-timeout seconds (default 300) is stopped by CTest and counts as
+failed: a mutation that makes a test hang is caught, not a check that never ends.
 """
 import argparse
 import os
@@ -13,6 +16,7 @@ import re
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -177,6 +181,8 @@ def main():
     parser.add_argument("which", choices=["cpu", "gpu", "all"])
     parser.add_argument("--build", default=os.environ.get("BUILD_DIR", "build"))
     parser.add_argument("--only", default="", help="run only mutations whose label contains TEXT")
+    parser.add_argument("--test-timeout", type=int, default=300,
+                        help="seconds before CTest stops one test (it then counts as failed)")
     args = parser.parse_args()
     # Stopped by a time limit (SIGTERM), the mutated file is still restored (the finally below),
     # and its new time stamp makes the next build recompile it.
@@ -189,15 +195,18 @@ def main():
     print(f"mutation check ({args.which}{', only ' + repr(args.only) if args.only else ''}):",
           flush=True)
 
+    started = [time.monotonic()]  # when the current mutation was applied
+
     class Outcomes(list):
         def append(self, line):
             super().append(line)
-            print("  " + line, flush=True)
+            print(f"  {line} ({time.monotonic() - started[0]:.0f} s)", flush=True)
 
     results = Outcomes()
     for kind, label, file, text, replacement, test_label, *tests in MUTATIONS:
         if args.which not in ("all", kind) or args.only not in label:
             continue
+        started[0] = time.monotonic()
         path = ROOT / file
         original = path.read_text()
         if original.count(text) != 1:
@@ -210,7 +219,8 @@ def main():
                 results.append(f"ERROR   {label}: the mutated code does not build")
                 ok = False
                 continue
-            ctest = ["ctest", "--test-dir", args.build, "-L", test_label, "--parallel", "4"]
+            ctest = ["ctest", "--test-dir", args.build, "-L", test_label, "--parallel", "4",
+                     "--timeout", str(args.test_timeout)]
             if kind == "gpu":
                 ctest += ["-R", tests[0] if tests else STAGE_00_TESTS]
             if run(ctest, "/tmp/mutation_test.log") == 0:
