@@ -1,9 +1,14 @@
-// Training stage 06 on the GPU with its plans pinned, so that every path of the two persistent
-// kernels runs: forward and backward batch slices, batch groups (one partly filled, one empty),
-// a last block with fewer units, units not a multiple of 4, one batch row per block. Each case
-// is checked against the CPU reference on every gradient and must repeat bit for bit. Also: a
-// hidden size too large for the chip is refused before launch, saying why and what fits.
-// Skipped without a GPU.
+// Training stage 06 on the GPU with its plans pinned, so that every path of the three persistent
+// kernels runs. The forward's two kernels (forward stage 10's, keeping the stash): the register
+// kernel with 8 and 32 weights per lane, batch tiles 1, 2, 4 and 8 with padding columns, float4
+// and scalar staging, a partly empty last block, input parts computed in the kernel (I != H,
+// three layers) or by cuBLAS, T = 1; the shared-memory kernel at B = 1, B odd and B > 8, with
+// batch groups, batch slices (a partly empty last one), several chunks of h, tiles 4, 8 and 16,
+// H not a multiple of 4. The backward: batch slices, batch groups (one partly filled, one
+// empty), a last block with fewer units, units not a multiple of 4, one batch row per block.
+// Each case is checked against the CPU reference on every gradient and must repeat bit for bit.
+// Also: a hidden size too large for the chip is refused before launch, saying why and what
+// fits; the flags pin the same plans. Skipped without a GPU.
 #include <gtest/gtest.h>
 
 #include <stdexcept>
@@ -18,29 +23,78 @@
 namespace lstm::LSTM_STAGE_NAMESPACE {  // training stage 06's, as its build names it
 namespace {
 
+/// Which forward kernel a case must reach (checked against the planner: cases cannot drift).
+enum class Forward { kAny, kRegisters, kShared };
+
 struct PinnedCase {
   const char* label;
   ProblemSize size;
   PlanRequest request;
+  Forward forward = Forward::kAny;
 };
 
-PlanRequest pin(int forward_rows, int groups, int backward_rows) {
+/// The forward's shared-memory kernel with tile, threads, groups and rows pinned (0 = automatic).
+PlanRequest shared(int tile, int threads, int groups, int rows) {
   PlanRequest r;
-  r.forward_rows = forward_rows;
-  r.backward_groups = groups;
-  r.backward_rows = backward_rows;
+  r.weights = WeightHome::kSharedMemory;
+  r.tile_batch = tile;
+  r.threads = threads;
+  r.batch_groups = groups;
+  r.group_batch = rows;
   return r;
 }
 
+/// The forward's register kernel with k_per_lane weights per lane and gate.
+PlanRequest registers(int k_per_lane, InputParts input) {
+  PlanRequest r;
+  r.weights = WeightHome::kRegisters;
+  r.k_per_lane = k_per_lane;
+  r.input = input;
+  return r;
+}
+
+/// `forward` with the backward's batch groups and rows per block pinned (0 = automatic).
+PlanRequest backward(int groups, int rows, PlanRequest forward = {}) {
+  forward.backward_groups = groups;
+  forward.backward_rows = rows;
+  return forward;
+}
+
 const std::vector<PinnedCase>& cases() {
+  constexpr InputParts kKernel = InputParts::kKernel, kGemm = InputParts::kGemm;
+  constexpr Forward kRegisters = Forward::kRegisters, kShared = Forward::kShared;
   static const std::vector<PinnedCase> list = {
-      {"forward_slices", ProblemSize{48, 20, 5, 4, 2}, pin(2, 0, 0)},
-      {"groups2_slices_short_group", ProblemSize{70, 33, 7, 5, 2}, pin(0, 2, 2)},
-      {"groups3_empty_groups", ProblemSize{40, 16, 4, 3, 2}, pin(0, 3, 1)},
-      {"units_not_multiple_of_4", ProblemSize{301, 40, 6, 3, 1}, pin(0, 2, 0)},
-      {"one_row_per_block", ProblemSize{64, 64, 3, 3, 2}, pin(1, 1, 1)},
-      {"groups4_B64", ProblemSize{128, 32, 64, 3, 1}, pin(0, 4, 0)},
-      {"auto_large_batch", ProblemSize{96, 40, 300, 3, 1}, pin(0, 0, 0)},
+      // The backward's paths (the forward: the planner's choice unless pinned).
+      {"forward_slices", ProblemSize{48, 20, 5, 4, 2}, shared(4, 0, 1, 2), kShared},
+      {"groups2_slices_short_group", ProblemSize{70, 33, 7, 5, 2}, backward(2, 2)},
+      {"groups3_empty_groups", ProblemSize{40, 16, 4, 3, 2}, backward(3, 1)},
+      {"units_not_multiple_of_4", ProblemSize{301, 40, 6, 3, 1}, backward(2, 0)},
+      {"one_row_per_block", ProblemSize{64, 64, 3, 3, 2}, backward(1, 1, shared(4, 0, 1, 1)),
+       kShared},
+      {"groups4_B64", ProblemSize{128, 32, 64, 3, 1}, backward(4, 0)},
+      {"auto_large_batch", ProblemSize{96, 40, 300, 3, 1}, {}},
+      // The forward's register kernel.
+      {"fwd_registers_k8_b1_odd_h_three_layers", ProblemSize{201, 20, 1, 5, 3},
+       registers(8, kKernel), kRegisters},
+      {"fwd_registers_k8_b3_t1_input_gemm", ProblemSize{130, 50, 3, 1, 2}, registers(8, kGemm),
+       kRegisters},
+      {"fwd_registers_k8_b7_backward_groups3", ProblemSize{101, 37, 7, 4, 3},
+       backward(3, 0, registers(8, InputParts::kAuto)), kRegisters},
+      {"fwd_registers_k32_b5_partial_block", ProblemSize{700, 33, 5, 4, 2}, registers(32, kGemm),
+       kRegisters},
+      {"fwd_registers_k32_b5_input_kernel", ProblemSize{700, 33, 5, 4, 2}, registers(32, kKernel),
+       kRegisters},
+      {"fwd_registers_k32_b2_h1023", ProblemSize{1023, 100, 2, 3, 1}, registers(32, kKernel),
+       kRegisters},
+      {"fwd_auto_h512_b1", ProblemSize{512, 512, 1, 3, 1}, {}, kRegisters},
+      // The forward's shared-memory kernel.
+      {"fwd_shared_b1_t1_odd_h_three_layers", ProblemSize{257, 31, 1, 1, 3}, shared(0, 0, 0, 0),
+       kShared},
+      {"fwd_shared_b9_groups3_tile8", ProblemSize{203, 50, 9, 4, 3}, shared(8, 128, 3, 0), kShared},
+      {"fwd_shared_b13_slices_tile16", ProblemSize{150, 20, 13, 3, 2}, shared(16, 128, 2, 3),
+       kShared},
+      {"fwd_shared_b17_chunks", ProblemSize{300, 50, 17, 5, 2}, shared(4, 64, 1, 0), kShared},
+      {"fwd_shared_b11_auto_three_layers", ProblemSize{99, 45, 11, 3, 3}, {}, kShared},
   };
   return list;
 }
@@ -50,6 +104,21 @@ class Training06Pinned : public ::testing::TestWithParam<std::size_t> {};
 TEST_P(Training06Pinned, MatchesTheCpuReferenceAndRepeats) {
   SKIP_WITHOUT_GPU();
   const PinnedCase& c = cases()[GetParam()];
+  cudaDeviceProp prop{};
+  CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+  const Plan plan = make_plan(c.size, device_limits(prop), c.request);
+  ASSERT_TRUE(plan.fits) << plan.why;
+  if (c.forward != Forward::kAny) {
+    EXPECT_EQ(plan.forward.weights_in_registers, c.forward == Forward::kRegisters)
+        << plan.describe();
+  }
+  if (c.request.k_per_lane) {
+    EXPECT_EQ(plan.forward.k_per_lane, c.request.k_per_lane) << plan.describe();
+  }
+  if (c.request.input != InputParts::kAuto) {
+    EXPECT_EQ(plan.forward.input_k_per_lane == 0, c.request.input == InputParts::kGemm)
+        << plan.describe();
+  }
   const LstmParams params = generate_params(c.size, 7);
   const UpstreamGradients upstream = generate_upstream(c.size, 8);
   std::unique_ptr<Stage> stage = make_with_plan(c.request);
@@ -76,15 +145,27 @@ TEST(Training06Limits, TooLargeHiddenIsRefusedBeforeLaunchSayingWhatFits) {
 
 TEST(Training06Flags, PinThePlanLikeTheFactory) {
   SKIP_WITHOUT_GPU();
-  // The executable's --plan reaches the same plans as a pinned request.
-  std::unique_ptr<Stage> stage = make();
-  apply_stage_flags(*stage, {"--plan", "2,2,3"});
+  // The executable's --plan, --weights and --input reach the same plans as a pinned request.
   const ProblemSize size{130, 20, 10, 5, 2};
   const LstmParams params = generate_params(size, 11);
   const UpstreamGradients upstream = generate_upstream(size, 12);
-  const auto outputs = testing::run_twice(*stage, params, "flags --plan 2,2,3", &upstream);
+  std::unique_ptr<Stage> stage = make();
+  apply_stage_flags(*stage, {"--plan", "8,128,2,2,2,3"});
+  auto outputs = testing::run_twice(*stage, params, "flags --plan 8,128,2,2,2,3", &upstream);
   EXPECT_TRUE(testing::check_against_reference(*stage, params, outputs, &upstream).passed());
+  const ProblemSize small{130, 20, 3, 5, 2};
+  const LstmParams small_params = generate_params(small, 13);
+  const UpstreamGradients small_upstream = generate_upstream(small, 14);
+  stage = make();
+  apply_stage_flags(*stage,
+                    {"--weights", "registers,8", "--input", "kernel", "--plan", "0,0,0,0,3,1"});
+  outputs = testing::run_twice(*stage, small_params, "flags registers,8 kernel", &small_upstream);
+  EXPECT_TRUE(
+      testing::check_against_reference(*stage, small_params, outputs, &small_upstream).passed());
   EXPECT_THROW(apply_stage_flags(*make(), {"--plan", "x"}), std::invalid_argument);
+  EXPECT_THROW(apply_stage_flags(*make(), {"--weights", "smem"}), std::invalid_argument);
+  EXPECT_THROW(apply_stage_flags(*make(), {"--plan", "4,256", "--weights", "registers"}),
+               std::invalid_argument);
 }
 
 }  // namespace

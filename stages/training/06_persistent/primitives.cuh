@@ -1,14 +1,21 @@
 /*! \file stages/training/06_persistent/primitives.cuh
  *  \brief The device primitives of the publication protocol (relaxed stores publish a value,
  *         relaxed loads through L2 poll for it, a value that is not the sentinel is the signal
- *         that it is there), asynchronous copies, and the activations.
+ *         that it is there), asynchronous copies, the activations, the forward's cell update
+ *         (which keeps the stash) and slot 0 of the forward's exchange buffer.
  *
- * A copy of forward stage 08's primitives, with the 16-byte load and cp.async of forward stage 09,
- * kept here on purpose: every stage stays self-contained. The protocol and why it is correct:
- * forward stage 08's README, "Publishing h without a barrier"; what this stage publishes with
- * it (h in the forward, dz in the backward): README.md beside this file.
+ * A copy of forward stage 10's primitives, kept here on purpose: every stage stays
+ * self-contained. What differs from stage 10's: the cell update also keeps what the backward
+ * needs (the activated gates, c_t and h_t), and cp.async has named commit and wait helpers for
+ * the backward. The protocol and why it is correct: forward stage 08's README, "Publishing h
+ * without a barrier"; what this stage publishes with it (h in the forward, dz in the backward):
+ * README.md beside this file.
  */
 #pragma once
+
+#include <cstddef>
+
+#include "plan.h"
 
 namespace lstm::LSTM_STAGE_NAMESPACE {  // stage_<series>_<NN_slug>, named by the build
 
@@ -104,7 +111,59 @@ __device__ __forceinline__ void wait_copies() {  // this thread's copies are in 
 }
 
 __device__ __forceinline__ float sigmoid(float z) {
-  return 1.0f / (1.0f + expf(-z));
+  // 1 / x by the hardware reciprocal (1 ulp), with no slow path: 1 + e^-z is never tiny, and
+  // where it is huge the result 0 is sigmoid's limit. The branch-free form lets the compiler
+  // interleave the gates' activations.
+  return __fdividef(1.0f, 1.0f + expf(-z));
+}
+
+// ---------------------------------------------------------------------------------------------
+// The forward's cell update, which keeps the stash, and slot 0 of its exchange buffer
+// ---------------------------------------------------------------------------------------------
+
+/// The cell update of one (unit, batch row) at step t, from its four gate pre-activations:
+/// updates c, publishes h_t (the signal to every other block) and keeps what the backward needs:
+/// the activated gates at gates[t][row][q * H + unit], c_t and h_t at slot t + 1 of cell and
+/// h_seq (slot 0 holds c0 and h0); writes h_t to y (the last layer) and, at the last step, h and
+/// c to hy and cy. `a`: either forward kernel's arguments (gates, cell, h_seq, y, hy, cy, hidden,
+/// batch, seq_len). Plain stores but for the published h: the stash is read after the kernel.
+template <typename Args>
+__device__ __forceinline__ void update_cell(const float (&gate)[kGates], float& c, float* published,
+                                            const Args& a, int t, int row, int unit) {
+  const float i_gate = sigmoid(gate[0]), f_gate = sigmoid(gate[1]);
+  const float g_gate = tanhf(gate[kGateG]), o_gate = sigmoid(gate[3]);
+  c = f_gate * c + i_gate * g_gate;
+  const float h = o_gate * tanhf(c);
+  store_relaxed(published, h);
+  const int H = a.hidden;
+  const std::size_t state = static_cast<std::size_t>(a.batch) * H;  // one step of (B, H)
+  const std::size_t out = static_cast<std::size_t>(row) * H + unit;
+  float* gates = a.gates + (t * state + out - unit) * kGates + unit;  // gate q at [q * H]
+  gates[0] = i_gate, gates[H] = f_gate, gates[2 * H] = g_gate, gates[3 * H] = o_gate;
+  a.cell[(t + 1) * state + out] = c;
+  a.h_seq[(t + 1) * state + out] = h;
+  if (a.y) a.y[t * state + out] = h;
+  if (t == a.seq_len - 1) {
+    a.hy[out] = h;
+    a.cy[out] = c;
+  }
+}
+
+/// Slot 0 of the exchange buffer: h0 of this slice's rows, transposed to [g][k][Bp], zeros in
+/// the padding. Grid-stride loop over the slot's G * H * Bp floats.
+__global__ void publish_initial_state(const float* h0, float* slot0, int hidden, int groups,
+                                      int group_batch, int padded_batch, int batch_begin,
+                                      int batch_end) {
+  const std::size_t total = static_cast<std::size_t>(groups) * hidden * padded_batch;
+  for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < total;
+       i += static_cast<std::size_t>(gridDim.x) * blockDim.x) {
+    const int b = static_cast<int>(i % padded_batch);
+    const int k = static_cast<int>((i / padded_batch) % hidden);
+    const int g = static_cast<int>(i / (static_cast<std::size_t>(hidden) * padded_batch));
+    const int row = batch_begin + g * group_batch + b;
+    slot0[i] = (b < group_batch && row < batch_end) ? h0[static_cast<std::size_t>(row) * hidden + k]
+                                                    : 0.0f;
+  }
 }
 
 }  // namespace lstm::LSTM_STAGE_NAMESPACE

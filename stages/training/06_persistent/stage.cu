@@ -3,9 +3,10 @@
  *         pass; the backward keeps the columns of W_hh (a slice of W_hhᵀ) on chip and publishes
  *         dz_t without a grid barrier.
  *
- * What this stage adds (to training stage 05, and to forward stage 08 whose kernel it extends):
- *   1. forward_kernel.cuh: forward stage 08's persistent kernel, which also keeps the activated
- *      gates and c of every step; its published h sequence is the stash's h (slot 0 = h0).
+ * What this stage adds (to training stage 05, and to forward stage 10 whose kernels it extends):
+ *   1. forward_registers.cuh and forward_shared.cuh: forward stage 10's two persistent kernels
+ *      (W_hh in registers for B <= 8, in shared memory otherwise; its planner chooses), which
+ *      also keep the activated gates, c and h of every step in the stash the backward reads.
  *   2. backward_kernel.cuh: the backward recurrence of a layer, all T steps in one cooperative
  *      launch. Block (u, g) holds the 4H x J weights W_hh[:, its units] in shared memory, does
  *      the cell's backward of its units and publishes their dz_t into a per-step slot filled
@@ -19,7 +20,8 @@
  *      a shape that does not fit is refused with the reason and the largest H that fits.
  *
  * The lesson, the mapping, the costs, the prediction and the measurement: README.md beside this
- * file. Host code here; the kernels in forward_kernel.cuh and backward_kernel.cuh.
+ * file. Host code here; the kernels in forward_registers.cuh, forward_shared.cuh and
+ * backward_kernel.cuh.
  */
 #include <cublas_v2.h>
 
@@ -31,11 +33,13 @@
 #include <vector>
 
 #include "backward_kernel.cuh"
-#include "forward_kernel.cuh"
+#include "forward_registers.cuh"
+#include "forward_shared.cuh"
 #include "harness/cuda_utils.h"
 #include "harness/stage.h"
 #include "persistent_stage.h"
 #include "plan.h"
+#include "primitives.cuh"
 
 namespace lstm::LSTM_STAGE_NAMESPACE {  // stage_<series>_<NN_slug>, named by the build
 namespace {
@@ -44,8 +48,38 @@ namespace {
 // The kernels, and whether all their blocks can be resident at once
 // ---------------------------------------------------------------------------------------------
 
-const void* const kForwardKernel = reinterpret_cast<const void*>(&forward_with_stash);
+constexpr int kPublishThreads = 256;  // threads per block of the forward's slot-0 kernel
 const void* const kBackwardKernel = reinterpret_cast<const void*>(&backward_persistent);
+
+template <int kKPerLane>
+const void* register_kernel_for(int tile_batch) {
+  switch (tile_batch) {
+    case 1:
+      return reinterpret_cast<const void*>(&persistent_lstm_registers<kKPerLane, 1>);
+    case 2:
+      return reinterpret_cast<const void*>(&persistent_lstm_registers<kKPerLane, 2>);
+    case 4:
+      return reinterpret_cast<const void*>(&persistent_lstm_registers<kKPerLane, 4>);
+    default:
+      return reinterpret_cast<const void*>(&persistent_lstm_registers<kKPerLane, 8>);
+  }
+}
+
+/// The forward kernel that runs `plan` (forward stage 10's choice).
+const void* forward_kernel_for(const ForwardPlan& plan) {
+  if (plan.weights_in_registers) {
+    return plan.k_per_lane == 8 ? register_kernel_for<8>(plan.tile_batch)
+                                : register_kernel_for<32>(plan.tile_batch);
+  }
+  switch (plan.tile_batch) {
+    case 16:
+      return reinterpret_cast<const void*>(&persistent_lstm_kernel<16>);
+    case 8:
+      return reinterpret_cast<const void*>(&persistent_lstm_kernel<8>);
+    default:
+      return reinterpret_cast<const void*>(&persistent_lstm_kernel<4>);
+  }
+}
 
 /// "" if `blocks` blocks of `kernel` (`threads` threads, `shared` bytes) can all be resident at
 /// once on `sm_count` SMs, which a block that waits for another's values needs; else why not.
@@ -92,8 +126,8 @@ class PersistentTraining final : public TrainingStage {
     }
     if (!device.cooperativeLaunch) return "the device does not support cooperative launches";
     std::string why =
-        check_co_resident(kForwardKernel, "forward", kForwardThreads, plan.forward.shared_bytes,
-                          plan.forward.blocks, limits.sm_count);
+        check_co_resident(forward_kernel_for(plan.forward), "forward", plan.forward.threads,
+                          plan.forward.shared_bytes, plan.forward.blocks(), limits.sm_count);
     if (why.empty())
       why = check_co_resident(kBackwardKernel, "backward", kBackwardThreads,
                               plan.backward.shared_bytes, plan.backward.blocks(), limits.sm_count);
@@ -103,10 +137,21 @@ class PersistentTraining final : public TrainingStage {
   std::size_t workspace_bytes(const ProblemSize& s) const override {
     const std::size_t state = static_cast<std::size_t>(s.batch) * s.hidden;
     const std::size_t sequence = static_cast<std::size_t>(s.seq_len) * state;
-    // Per layer the stash: gates (T, B, 4H), c and h (T + 1, B, H each). One dz (T, B, 4H), one
-    // gradient of an intermediate layer's output (T, B, H), the ones of the bias gradient.
+    // Per layer the stash: gates (T, B, 4H), c and h (T + 1, B, H each). The forward's exchange
+    // buffer (T + 1 slots of one slice's G x H x Bp). One dz (T, B, 4H), one gradient of an
+    // intermediate layer's output (T, B, H), the ones of the bias gradient.
     const std::size_t stash = s.layers * ((kGates + 2) * sequence + 2 * state);
-    const std::size_t floats = stash + kGates * sequence + (s.layers > 1 ? sequence : 0) +
+    std::size_t exchange = 0;
+    int device = 0;
+    cudaDeviceProp prop{};
+    if (cudaGetDevice(&device) == cudaSuccess &&
+        cudaGetDeviceProperties(&prop, device) == cudaSuccess) {
+      const Plan plan = make_plan(s, device_limits(prop), flags_.request);
+      if (plan.fits) exchange = exchange_floats(s, plan.forward);
+    }
+    cudaGetLastError();
+    const std::size_t floats = stash + exchange + kGates * sequence +
+                               (s.layers > 1 ? sequence : 0) +
                                static_cast<std::size_t>(s.seq_len) * s.batch;
     return floats * sizeof(float);
   }
@@ -123,7 +168,8 @@ class PersistentTraining final : public TrainingStage {
     if (std::string why = unsupported_reason(s, prop); !why.empty()) throw UnsupportedError(why);
     plan_ = make_plan(s, device_limits(prop), flags_.request);
     if (flags_.verbose) std::cerr << "training/06_persistent plan: " << plan_.describe() << "\n";
-    CUDA_CHECK(cudaFuncSetAttribute(kForwardKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+    CUDA_CHECK(cudaFuncSetAttribute(forward_kernel_for(plan_.forward),
+                                    cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     static_cast<int>(plan_.forward.shared_bytes)));
     CUDA_CHECK(cudaFuncSetAttribute(kBackwardKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     static_cast<int>(plan_.backward.shared_bytes)));
@@ -135,6 +181,7 @@ class PersistentTraining final : public TrainingStage {
       layer.cell.allocate((T + 1) * state);
       layer.hidden.allocate((T + 1) * state);
     }
+    exchange_.allocate(exchange_floats(s, plan_.forward));
     dz_.allocate(T * kGates * state);
     if (s.layers > 1) d_input_.allocate(T * state);
     ones_.upload(std::vector<float>(T * s.batch, 1.0f));
@@ -142,10 +189,14 @@ class PersistentTraining final : public TrainingStage {
 
   // What the forward keeps for the backward, per layer: every step's activated gates (T, B, 4H),
   // c (T + 1, B, H; slot 0 = c0) and h (T + 1, B, H; slot 0 = h0), as training stages 01-05.
+  // The kernels publish h_t for each other in their own exchange buffer (forward stage 10's
+  // layout) and keep it in the stash with plain stores.
   void forward(const DeviceTensors& t, cudaStream_t stream) override {
     const ProblemSize& s = t.size;
     const int H = s.hidden, B = s.batch, four_h = kGates * H;
     const std::size_t state = static_cast<std::size_t>(B) * H;
+    const ForwardPlan& plan = plan_.forward;
+    const std::size_t slot = static_cast<std::size_t>(plan.batch_groups) * H * plan.padded_batch;
     const float one = 1.0f, zero = 0.0f;
     CUBLAS_CHECK(cublasSetStream(cublas_, stream));
     for (int l = 0; l < s.layers; ++l) {
@@ -154,39 +205,57 @@ class PersistentTraining final : public TrainingStage {
       // Layer 0 reads x; layer l > 0 reads layer l-1's h sequence (slots 1..T of its stash).
       const float* input_sequence = l == 0 ? t.x : layers_[l - 1].hidden.data() + state;
       const std::size_t layer_state = static_cast<std::size_t>(l) * state;
-      // Slot 0 = h0 and c0; slots 1..T of h = "not yet published" (every bit set).
+      // Slot 0 of the stash's h and c = h0 and c0 (the backward and the GEMMs read them).
       CUDA_CHECK(cudaMemcpyAsync(kept.hidden.data(), t.h0 + layer_state, state * sizeof(float),
                                  cudaMemcpyDeviceToDevice, stream));
       CUDA_CHECK(cudaMemcpyAsync(kept.cell.data(), t.c0 + layer_state, state * sizeof(float),
                                  cudaMemcpyDeviceToDevice, stream));
-      CUDA_CHECK(cudaMemsetAsync(kept.hidden.data() + state, 0xFF,
-                                 s.seq_len * state * sizeof(float), stream));
       // The input part of every step at once: gates (4H x T*B) = W_ih · x; the kernel adds the
-      // rest and overwrites it with the activated gates.
-      CUBLAS_CHECK(cublasSgemm(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, four_h, s.seq_len * B, input_size,
-                               &one, t.w_ih[l], input_size, input_sequence, input_size, &zero,
-                               kept.gates.data(), four_h));
+      // rest and overwrites it with the activated gates. Not where the register kernel computes
+      // the input parts itself.
+      if (plan.input_k_per_lane == 0) {
+        CUBLAS_CHECK(cublasSgemm(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, four_h, s.seq_len * B,
+                                 input_size, &one, t.w_ih[l], input_size, input_sequence,
+                                 input_size, &zero, kept.gates.data(), four_h));
+      }
       // Batch rows are independent sequences: a batch too large for one launch runs in slices.
-      for (int begin = 0; begin < B; begin += plan_.forward.rows) {
-        ForwardArgs args{};
-        args.w_hh = t.w_hh[l];
-        args.b_ih = t.b_ih[l];
-        args.b_hh = t.b_hh[l];
-        args.gates = kept.gates.data();
-        args.cell = kept.cell.data();
-        args.hidden = kept.hidden.data();
-        args.y = l == s.layers - 1 ? t.y : nullptr;
-        args.hy = t.hy + layer_state;
-        args.cy = t.cy + layer_state;
-        args.hidden_size = H;
-        args.batch = B;
-        args.seq_len = s.seq_len;
-        args.batch_begin = begin;
-        args.rows = std::min(plan_.forward.rows, B - begin);
-        args.units_per_block = plan_.forward.units_per_block;
-        args.k_slices = plan_.forward.k_slices;
-        launch(kForwardKernel, &args, plan_.forward.blocks, kForwardThreads,
-               plan_.forward.shared_bytes, stream);
+      const int rows_per_slice = plan.batch_groups * plan.group_batch;
+      for (int begin = 0; begin < B; begin += rows_per_slice) {
+        const int end = std::min(B, begin + rows_per_slice);
+        // The exchange buffer: slot 0 = h0 (transposed); slots 1..T = "not yet published".
+        const int publish_blocks = static_cast<int>(
+            std::min<std::size_t>(ceil_div<std::size_t>(slot, kPublishThreads), 1024));
+        publish_initial_state<<<publish_blocks, kPublishThreads, 0, stream>>>(
+            t.h0 + layer_state, exchange_.data(), H, plan.batch_groups, plan.group_batch,
+            plan.padded_batch, begin, end);
+        CUDA_CHECK(cudaGetLastError());
+        CUDA_CHECK(cudaMemsetAsync(exchange_.data() + slot, 0xFF, s.seq_len * slot * sizeof(float),
+                                   stream));
+        // The whole recurrence of the slice: one launch of the plan's kernel.
+        if (plan.weights_in_registers) {
+          RegisterKernelArgs args{};
+          set_common_args(args, t, l, begin, end);
+          args.w_ih = t.w_ih[l];
+          args.x = input_sequence;
+          args.input_size = input_size;
+          args.input_k_per_lane = plan.input_k_per_lane;
+          launch(forward_kernel_for(plan), &args, plan.blocks(), plan.threads, plan.shared_bytes,
+                 stream);
+        } else {
+          SharedKernelArgs args{};
+          set_common_args(args, t, l, begin, end);
+          args.unit_blocks = plan.unit_blocks;
+          args.batch_groups = plan.batch_groups;
+          args.group_batch = plan.group_batch;
+          args.padded_batch = plan.padded_batch;
+          args.lanes_batch = plan.lanes_batch;
+          args.tile_groups_units = plan.tile_groups_units;
+          args.tile_groups_batch = plan.tile_groups_batch;
+          args.chunk_rows = plan.chunk_rows;
+          args.chunks = plan.chunks;
+          launch(forward_kernel_for(plan), &args, plan.blocks(), plan.threads, plan.shared_bytes,
+                 stream);
+        }
       }
     }
   }
@@ -262,6 +331,41 @@ class PersistentTraining final : public TrainingStage {
   }
 
  private:
+  /// Sets the fields that both forward kernels' arguments have (RegisterKernelArgs,
+  /// SharedKernelArgs) for layer `layer` and the batch rows [begin, end).
+  template <typename Args>
+  void set_common_args(Args& args, const DeviceTensors& t, int layer, int begin, int end) {
+    const ProblemSize& s = t.size;
+    const std::size_t state = static_cast<std::size_t>(s.batch) * s.hidden;
+    Layer& kept = layers_[layer];
+    args.w_hh = t.w_hh[layer];
+    args.b_ih = t.b_ih[layer];
+    args.b_hh = t.b_hh[layer];
+    args.c0 = t.c0 + layer * state;
+    args.gates = kept.gates.data();
+    args.cell = kept.cell.data();
+    args.h_seq = kept.hidden.data();
+    args.y = layer == s.layers - 1 ? t.y : nullptr;
+    args.hy = t.hy + layer * state;
+    args.cy = t.cy + layer * state;
+    args.exchange = exchange_.data();
+    args.hidden = s.hidden;
+    args.batch = s.batch;
+    args.seq_len = s.seq_len;
+    args.batch_begin = begin;
+    args.batch_end = end;
+    args.units_per_block = plan_.forward.units_per_block;
+    args.lanes_units = plan_.forward.lanes_units;
+    args.phases = plan_.forward.phases;
+    args.k_slices = plan_.forward.k_slices;
+  }
+
+  /// The forward's exchange buffer: T + 1 slots of one slice's G x H x Bp floats.
+  static std::size_t exchange_floats(const ProblemSize& s, const ForwardPlan& plan) {
+    return (static_cast<std::size_t>(s.seq_len) + 1) * plan.batch_groups * s.hidden *
+           plan.padded_batch;
+  }
+
   /// Launches `kernel` with its argument struct: all blocks resident at once, which the
   /// cooperative launch guarantees or refuses (a block that waits for a value must never wait
   /// for a block that has not started).
@@ -276,16 +380,17 @@ class PersistentTraining final : public TrainingStage {
   struct Layer {
     DeviceBuffer<float> gates;   // (T, B, 4H): i, f, g, o after their activations
     DeviceBuffer<float> cell;    // (T + 1, B, H): c0, c_0 .. c_{T-1}
-    DeviceBuffer<float> hidden;  // (T + 1, B, H): h0, h_0 .. h_{T-1}: the published h sequence
+    DeviceBuffer<float> hidden;  // (T + 1, B, H): h0, h_0 .. h_{T-1}: the next layer's input
   };
 
   StageFlags flags_;
   Plan plan_;
   cublasHandle_t cublas_ = nullptr;
   std::vector<Layer> layers_;
-  DeviceBuffer<float> dz_;       // (T, B, 4H): one layer's gate gradients, published per step
-  DeviceBuffer<float> d_input_;  // (T, B, H): the gradient of an intermediate layer's output
-  DeviceBuffer<float> ones_;     // (T*B): all ones, for the bias gradient's GEMV
+  DeviceBuffer<float> exchange_;  // (T + 1, G, H, Bp): the forward's published h of one slice
+  DeviceBuffer<float> dz_;        // (T, B, 4H): one layer's gate gradients, published per step
+  DeviceBuffer<float> d_input_;   // (T, B, H): the gradient of an intermediate layer's output
+  DeviceBuffer<float> ones_;      // (T*B): all ones, for the bias gradient's GEMV
 };
 
 }  // namespace
@@ -293,7 +398,7 @@ class PersistentTraining final : public TrainingStage {
 DeviceLimits device_limits(const cudaDeviceProp& device) {
   DeviceLimits limits;
   limits.sm_count = device.multiProcessorCount;
-  limits.shared_bytes = device.sharedMemPerBlockOptin;  // neither kernel has static shared memory
+  limits.shared_bytes = device.sharedMemPerBlockOptin;  // no kernel has static shared memory
   limits.name = device.name;
   return limits;
 }
