@@ -53,6 +53,8 @@ with --out DIR):
                      training algorithm (and PyTorch) as reference lines;
   training_sweeps.png  the training pass's time per step against batch size (a panel per hidden
                      size) and against hidden size;
+  training_persistent.png  the training series' last stage against cuDNN's fastest training
+                     algorithm at each batch size (and the stage before it);
 drawing what the folder's data allows and saying which figure it could not draw and why. In the
 sweep figures a point whose bench entry was skipped ('unsupported: ...', skip_reason()) is
 an × in the series' colour in a grey band along the bottom of its panel, the series named beside
@@ -1120,14 +1122,20 @@ def tick_labels_overlap(fig, ax):
     return False
 
 
+def under_legend(text):
+    """Whether the legend of the text's panel covers the text (a value label)."""
+    legend = text.axes.get_legend()
+    return legend is not None and legend.get_window_extent().overlaps(label_box(text))
+
+
 def keep_labels_off_lines(fig, axes, attempts=6):
     """Places every value label of `axes` so that no reference line crosses it: on top of its
     bar where no line is in the way; else inside the bar, at its top, where the bar is tall
     enough and no line crosses it there; else on top of the bar, lifted to just above the
     highest line in its way. An 'unsupported' note is lifted likewise. Where a lifted label
-    would leave the panel, the panel grows upwards and the labels are placed again. Runs the
-    figure's layout first (constrained layout fixes where the axes are); the labels stay out of
-    the layout, so placing them does not move the axes."""
+    would leave the panel, or sits under the panel's legend, the panel grows upwards and the
+    labels are placed again. Runs the figure's layout first (constrained layout fixes where the
+    axes are); the labels stay out of the layout, so placing them does not move the axes."""
     for _ in range(attempts):
         fig.draw_without_rendering()
         overflow = False
@@ -1154,7 +1162,7 @@ def keep_labels_off_lines(fig, axes, attempts=6):
                         break
                     lift_px = max(hits) + LINE_CLEARANCE_PX + 1 - label_box(text).y0
                     text.xyann = (text.xyann[0], text.xyann[1] + lift_px * 72 / fig.dpi)
-                if label_box(text).y1 > ax.bbox.y1:
+                if label_box(text).y1 > ax.bbox.y1 or under_legend(text):
                     overflow = True
             if overflow:
                 low, high = ax.get_ylim()
@@ -1380,13 +1388,18 @@ def figure_batch_sweep(results):
     return fig
 
 
-def last_forward_stages(series):
-    """The last stage of the forward series with a measured point in `series`, and the stage
-    before it (if any): the keys (impl, precision) of their lines."""
-    measured = [key for key, ms in series.items() if stage_series(key[0]) == FORWARD
+def last_stages(series, series_name):
+    """The last stage of the series `series_name` with a measured point in `series`, and the
+    stage before it (if any): the keys (impl, precision) of their lines, and the last's name."""
+    measured = [key for key, ms in series.items() if stage_series(key[0]) == series_name
                 and any(m.supported for m in ms)]
     names = sorted({impl for impl, _ in measured}, key=stage_sort_key)
     return [key for key in measured if key[0] in names[-2:]], names[-1:]
+
+
+def last_forward_stages(series):
+    """last_stages() of the forward series."""
+    return last_stages(series, FORWARD)
 
 
 def panel_hiddens(series, shown, impls):
@@ -1472,27 +1485,41 @@ def draw_against_cudnn_fastest(fig, results, series, shown, hiddens, group, mark
     return axes
 
 
-def figure_persistent(results):
-    """persistent.png: the last stage of the forward series (the persistent kernel, today)
-    against cuDNN's fastest algorithm at each point of the batch sweep (each point marked by the
-    algorithm fastest there), with the stage before it for reference: µs per step against batch
-    size, one panel per hidden size."""
-    series = measured_sweep(results, "batch_sweep")
+def figure_last_stage_against_cudnn(results, kind):
+    """The last stage of the series of `kind` (forward, training) against cuDNN's fastest
+    algorithm of that kind at each point of the batch sweep (each point marked by the algorithm
+    fastest there), with the stage before it for reference: µs per step against batch size, one
+    panel per hidden size."""
+    series = measured_sweep(results, "batch_sweep", kind)
     group = results.configs.group("batch_sweep")
-    shown_keys, last = last_forward_stages(series)
+    shown_keys, last = last_stages(series, kind)
     if not last:
-        raise MissingData(f"no measured stage of the {FORWARD} series in the batch sweep")
+        raise MissingData(f"no measured stage of the {kind} series in the batch sweep")
     last = last[0]
     shown = {key: series[key] for key in shown_keys}
     # The panels: the hidden sizes with an entry of the last stage (measured or not supported)
     # where something in the panel was measured.
     hiddens = panel_hiddens(series, shown, {last})
+    what = "algorithm" if kind == FORWARD else f"{kind} algorithm"
     fig = new_figure(results, (13, 5.4),
-                     f"{last} against cuDNN's fastest algorithm at each batch size "
+                     f"{last} against cuDNN's fastest {what} at each batch size "
                      f"({precisions_text(m for ms in shown.values() for m in ms if m.supported)}"
                      f", {group.fixed_label()})")
     draw_against_cudnn_fastest(fig, results, series, shown, hiddens, group)
     return fig
+
+
+def figure_persistent(results):
+    """persistent.png: the last stage of the forward series (the persistent kernel, today)
+    against cuDNN's fastest algorithm at each batch size (figure_last_stage_against_cudnn())."""
+    return figure_last_stage_against_cudnn(results, FORWARD)
+
+
+def figure_training_persistent(results):
+    """training_persistent.png: the last stage of the training series against cuDNN's fastest
+    training algorithm at each batch size, the training pass's µs per step (the training
+    series' run, training_view())."""
+    return figure_last_stage_against_cudnn(training_view(results), TRAINING)
 
 
 STEP_MARKERS = ("o", "v", "P", "*", "h", "p")  # persistent_steps.png: a marker per stage
@@ -1811,6 +1838,7 @@ FIGURES = {
     "fp32_fraction.png": figure_fp32_fraction,
     "training_canonical.png": figure_training_canonical,
     "training_sweeps.png": figure_training_sweeps,
+    "training_persistent.png": figure_training_persistent,
 }
 
 

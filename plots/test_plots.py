@@ -45,7 +45,7 @@ SCRIPT = ROOT / "plots" / "make_plots.py"
 FIXTURE = ROOT / "plots" / "testdata" / "synthetic"
 FORWARD_FIGURES = ("canonical.png", "batch_sweep.png", "persistent.png", "persistent_steps.png",
                    "hidden_sweep.png", "fp32_fraction.png")
-TRAINING_FIGURES = ("training_canonical.png", "training_sweeps.png")
+TRAINING_FIGURES = ("training_canonical.png", "training_sweeps.png", "training_persistent.png")
 ALL_FIGURES = FORWARD_FIGURES + TRAINING_FIGURES
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
@@ -1496,9 +1496,10 @@ class CanonicalLabels(PlotTestCase):
         labels = value_labels(fig)
         self.assertTrue(labels, "no value label found")
         self.assertEqual(crossed_labels(fig), [])
-        for text in labels:  # and every label is inside its panel
+        for text in labels:  # and every label is inside its panel, and not under its legend
             box, panel = text.get_window_extent(), text.axes.bbox
             self.assertTrue(panel.y0 <= box.y0 and box.y1 <= panel.y1, text.get_text())
+            self.assertFalse(mp.under_legend(text), f"{text.get_text()} is under the legend")
 
     def test_committed_results(self):
         """The committed data put 04's speedup (10.44×) right under cuDNN's line (10.66×)."""
@@ -1508,6 +1509,31 @@ class CanonicalLabels(PlotTestCase):
     def test_synthetic_results(self):
         self.assert_no_label_crossed(mp.figure_canonical(mp.load_results(FIXTURE /
                                                                          "synthetic-gpu")))
+
+    def test_committed_training_results(self):
+        """The committed training run put stage 05's speedup (16.12×) under the legend."""
+        results = mp.load_results(ROOT / "results" / "h100-sxm")
+        self.assert_no_label_crossed(mp.figure_training_canonical(results))
+
+    def test_a_tall_bar_under_the_legend_is_moved_out(self):
+        """A stage far faster than the rest puts its label where the legend sits; the panel
+        grows until it is clear (and the test sees the overlap where the panel does not grow)."""
+        entries = [tiny_entry("forward/00_naive", "forward", 30.0),
+                   tiny_entry("forward/01_combined_gemms", "forward", 1.5),
+                   *(tiny_entry(f"forward/0{n}_stage", "forward", 25.0) for n in range(2, 8)),
+                   tiny_entry("cudnn_standard", "forward", 2.0)]
+        # PyTorch's line too: a legend of two lines
+        fig = mp.figure_canonical(tiny_folder(self.tmp, entries, pytorch=[tiny_record(2.5)]))
+        self.assert_no_label_crossed(fig)
+        speed = fig.axes[1]
+        tallest = max((t for t in speed.texts if t.get_gid() == mp.VALUE_LABEL_GID),
+                      key=lambda t: float(t.get_text().rstrip("×")))
+        low, _ = speed.get_ylim()
+        speed.set_ylim(low, 20.0 * 1.15)  # the panel as it was drawn before it grew
+        fig.draw_without_rendering()
+        mp.place_label(tallest, mp.LABEL_ABOVE)
+        fig.draw_without_rendering()
+        self.assertTrue(mp.under_legend(tallest), "the case does not exercise the legend")
 
     def test_lines_right_at_the_bar_tops(self):
         """PyTorch's time a hair above one stage's, cuDNN's a hair below another's: both lines
