@@ -1088,16 +1088,12 @@ def keep_tick_labels_apart(fig, axes):
     """Where neighbouring tick labels of a bar panel of `axes` would overlap once the figure is
     laid out (many stages in a narrow panel), writes each on one line, slanted, so that none
     touches the next."""
-    fig.draw_without_rendering()
     for ax in axes:
-        ticks = ax.get_xticklabels()
-        boxes = [t.get_window_extent() for t in ticks]
-        if not any(left.x1 > right.x0 for left, right in zip(boxes, boxes[1:])):
+        if not tick_labels_overlap(fig, ax):
             continue
-        for tick in ticks:
-            tick.set_text(tick.get_text().replace("\n", " "))
-        ax.set_xticks(ax.get_xticks(), [t.get_text() for t in ticks], rotation=30, ha="right",
-                      rotation_mode="anchor", fontsize=8)
+        labels = [t.get_text().replace("\n", " ") for t in ax.get_xticklabels()]
+        ax.set_xticks(ax.get_xticks(), labels, rotation=30, ha="right", rotation_mode="anchor",
+                      fontsize=8)
 
 
 def tick_labels_overlap(fig, ax):
@@ -1395,11 +1391,6 @@ def last_stages(series, series_name):
                 and any(m.supported for m in ms)]
     names = sorted({impl for impl, _ in measured}, key=stage_sort_key)
     return [key for key in measured if key[0] in names[-2:]], names[-1:]
-
-
-def last_forward_stages(series):
-    """last_stages() of the forward series."""
-    return last_stages(series, FORWARD)
 
 
 def panel_hiddens(series, shown, impls):

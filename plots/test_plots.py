@@ -1481,11 +1481,12 @@ class CanonicalTickLabels(PlotTestCase):
 
     def test_the_check_sees_an_overlap(self):
         """The test above can fail: with the labels set back to two straight lines, they touch."""
-        fig = mp.figure_canonical(self.eleven_stages("forward"))
+        results = self.eleven_stages("forward")
+        fig = mp.figure_canonical(results)
         ax = fig.axes[0]
-        ax.set_xticks(ax.get_xticks(), [mp.stage_tick_label(m, mp.canonical_view(
-            self.eleven_stages("forward")), 11) for m in mp.canonical_view(
-                self.eleven_stages("forward")).stages], rotation=0, ha="center", fontsize=8)
+        view = mp.canonical_view(results)
+        ax.set_xticks(ax.get_xticks(), [mp.stage_tick_label(m, view, 11) for m in view.stages],
+                      rotation=0, ha="center", fontsize=8)
         self.assertTrue(mp.tick_labels_overlap(fig, ax))
 
 
