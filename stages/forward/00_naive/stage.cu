@@ -1,4 +1,4 @@
-/*! \file stages/forward/00_naive/stage.cu
+/*! \file
  *  \brief Stage 00: the naive LSTM forward pass, operation by operation. The lesson is in
  *         README.md beside this file.
  *

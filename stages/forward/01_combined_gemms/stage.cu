@@ -1,4 +1,4 @@
-/*! \file stages/forward/01_combined_gemms/stage.cu
+/*! \file
  *  \brief Stage 01: one GEMM for the four gates, one GEMM for a layer's inputs. The lesson is in
  *         README.md beside this file.
  *

@@ -1,4 +1,4 @@
-/*! \file stages/forward/02_streams/stage.cu
+/*! \file
  *  \brief Stage 02: input and recurrent GEMMs on separate streams, joined by events. The lesson
  *         is in README.md beside this file.
  *

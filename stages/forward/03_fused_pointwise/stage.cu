@@ -1,4 +1,4 @@
-/*! \file stages/forward/03_fused_pointwise/stage.cu
+/*! \file
  *  \brief Stage 03: all element-wise work of a step in one kernel. The lesson is in README.md
  *         beside this file.
  *

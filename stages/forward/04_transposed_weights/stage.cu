@@ -1,4 +1,4 @@
-/*! \file stages/forward/04_transposed_weights/stage.cu
+/*! \file
  *  \brief Stage 04: weights re-laid out once, so that every GEMM is cuBLAS's NN case. The lesson
  *         is in README.md beside this file.
  *

@@ -1,4 +1,4 @@
-/*! \file stages/forward/05_layer_wavefront/stage.cu
+/*! \file
  *  \brief Stage 05: the layers overlap in a wavefront, each on its own streams. The lesson is in
  *         README.md beside this file.
  *

@@ -1,4 +1,4 @@
-/*! \file stages/forward/06_cuda_graph/stage.cu
+/*! \file
  *  \brief Stage 06: the whole forward pass captured once as a CUDA graph, then replayed. The
  *         lesson is in README.md beside this file.
  *

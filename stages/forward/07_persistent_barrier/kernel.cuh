@@ -1,4 +1,4 @@
-/*! \file stages/forward/07_persistent_barrier/kernel.cuh
+/*! \file
  *  \brief The persistent kernel of one layer: all T steps, W_hh's slice in shared memory, one
  *         grid-wide barrier per step. Its mapping and costs: README.md beside this file.
  */

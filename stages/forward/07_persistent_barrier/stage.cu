@@ -1,4 +1,4 @@
-/*! \file stages/forward/07_persistent_barrier/stage.cu
+/*! \file
  *  \brief Stage 07: one persistent kernel per layer runs all T steps; each block keeps its slice
  *         of W_hh in shared memory for the whole sequence; all blocks meet at a grid-wide
  *         barrier every step.

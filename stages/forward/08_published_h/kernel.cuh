@@ -1,4 +1,4 @@
-/*! \file stages/forward/08_published_h/kernel.cuh
+/*! \file
  *  \brief The persistent kernel of one layer: all T steps, W_hh's slice in shared memory, no
  *         grid-wide barrier: each block waits for exactly the values of h_{t-1} it reads.
  *         Its mapping and costs: README.md beside this file.

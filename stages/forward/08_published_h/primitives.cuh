@@ -1,4 +1,4 @@
-/*! \file stages/forward/08_published_h/primitives.cuh
+/*! \file
  *  \brief The device primitives of the publication protocol: a relaxed store publishes a value
  *         of h, relaxed loads through L2 poll for it, and a value that is not the sentinel is the
  *         signal that it is there.

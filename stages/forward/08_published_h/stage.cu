@@ -1,4 +1,4 @@
-/*! \file stages/forward/08_published_h/stage.cu
+/*! \file
  *  \brief Stage 08: the persistent kernel of stage 07 without the grid-wide barrier: h_t is
  *         published, and each block waits for exactly the values it reads.
  *

@@ -1,4 +1,4 @@
-/*! \file stages/forward/09_register_tiled/persistent_stage.h
+/*! \file
  *  \brief The stage with chosen plan parameters, and the device limits its planner uses, for the
  *         tests that reach every code path.
  */

@@ -1,4 +1,4 @@
-/*! \file stages/forward/09_register_tiled/plan.h
+/*! \file
  *  \brief The stage's launch plan: how the hidden units, the batch and the work of a step are
  *         spread over the blocks and threads of the persistent kernel, and what fits on chip.
  *

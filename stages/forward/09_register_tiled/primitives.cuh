@@ -1,4 +1,4 @@
-/*! \file stages/forward/09_register_tiled/primitives.cuh
+/*! \file
  *  \brief The kernel's device primitives: relaxed loads and stores through L2, waiting for a
  *         published value of h, asynchronous copies, the cell update, and slot 0 of the exchange
  *         buffer.

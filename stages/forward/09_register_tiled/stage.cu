@@ -1,4 +1,4 @@
-/*! \file stages/forward/09_register_tiled/stage.cu
+/*! \file
  *  \brief Stage 09: the persistent kernel's product register-tiled and split over k, h_{t-1}
  *         staged in double-buffered chunks, the batch in groups and slices, a planner.
  *

@@ -1,4 +1,4 @@
-/*! \file stages/forward/10_small_batch_registers/kernel_registers.cuh
+/*! \file
  *  \brief The register kernel (B <= 8): each lane holds its share of W_hh in registers for the
  *         whole sequence; each warp stages its own rows of h_{t-1}; a "transposing" butterfly
  *         sums the lanes. Its mapping: README.md and the comment at the kernel.

@@ -1,4 +1,4 @@
-/*! \file stages/forward/10_small_batch_registers/kernel_shared.cuh
+/*! \file
  *  \brief The shared-memory kernel (any batch): W_hh's slice in shared memory, a register-tiled
  *         split-k product, h_{t-1} staged in double-buffered chunks. Its mapping: README.md.
  */

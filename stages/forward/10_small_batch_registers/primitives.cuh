@@ -1,4 +1,4 @@
-/*! \file stages/forward/10_small_batch_registers/primitives.cuh
+/*! \file
  *  \brief The device primitives both persistent kernels share: relaxed loads and stores through
  *         L2, waiting for a published value of h, asynchronous copies, the cell update, and
  *         slot 0 of the exchange buffer.

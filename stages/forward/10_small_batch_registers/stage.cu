@@ -1,4 +1,4 @@
-/*! \file stages/forward/10_small_batch_registers/stage.cu
+/*! \file
  *  \brief Stage 10: a second persistent kernel for small batches, W_hh in registers.
  *
  * What this stage adds (to 09_register_tiled):

@@ -1,4 +1,4 @@
-/*! \file stages/forward/10_small_batch_registers/trace.cuh
+/*! \file
  *  \brief Debug tracing: where block 0's thread 0 spends the phases of a step (clock64()).
  *
  * Compiled in only on request (CMake option LSTM_PERSISTENT_TRACE, which also adds the --trace

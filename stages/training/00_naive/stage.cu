@@ -1,4 +1,4 @@
-/*! \file stages/training/00_naive/stage.cu
+/*! \file
  *  \brief Training stage 00: the naive training pass, operation by operation. The lesson is in
  *         README.md beside this file.
  *

@@ -1,4 +1,4 @@
-/*! \file stages/training/01_combined_gemms/stage.cu
+/*! \file
  *  \brief Training stage 01: one GEMM for the four gates, and the GEMMs that need no recurrence
  *         (the input part forward; dx and the weight gradients backward) done once per layer,
  *         for all steps. The lesson is in README.md beside this file.

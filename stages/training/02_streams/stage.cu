@@ -1,4 +1,4 @@
-/*! \file stages/training/02_streams/stage.cu
+/*! \file
  *  \brief Training stage 02: the weight gradients on a stream of their own, beside the next
  *         layer's recurrence. The lesson is in README.md beside this file.
  *

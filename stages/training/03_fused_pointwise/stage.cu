@@ -1,4 +1,4 @@
-/*! \file stages/training/03_fused_pointwise/stage.cu
+/*! \file
  *  \brief Training stage 03: one element-wise kernel per step, forward and backward. The lesson
  *         is in README.md beside this file.
  *

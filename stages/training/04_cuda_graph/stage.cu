@@ -1,4 +1,4 @@
-/*! \file stages/training/04_cuda_graph/stage.cu
+/*! \file
  *  \brief Training stage 04: the forward pass and the backward pass each captured once as a
  *         CUDA graph, then replayed. The lesson is in README.md beside this file.
  *

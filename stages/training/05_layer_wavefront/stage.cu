@@ -1,4 +1,4 @@
-/*! \file stages/training/05_layer_wavefront/stage.cu
+/*! \file
  *  \brief Training stage 05: the layers in a wavefront, the forward pass from the first layer
  *         and the backward pass from the last. The lesson is in README.md beside this file.
  *

@@ -1,4 +1,4 @@
-/*! \file stages/training/06_persistent/backward_kernel.cuh
+/*! \file
  *  \brief The backward recurrence of one layer in one persistent kernel: every block keeps the
  *         columns of W_hh of its hidden units (a slice of W_hhᵀ) in shared memory for all T steps,
  *         computes the cell's backward for its units and publishes dz_t, which every block of its

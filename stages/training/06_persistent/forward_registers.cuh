@@ -1,4 +1,4 @@
-/*! \file stages/training/06_persistent/forward_registers.cuh
+/*! \file
  *  \brief The forward-with-stash for small batches (B <= 8): forward stage 10's register kernel
  *         (each lane holds its share of W_hh in registers for the whole sequence; each warp
  *         stages its own rows of h_{t-1}; a "transposing" butterfly sums the lanes), which also

@@ -1,4 +1,4 @@
-/*! \file stages/training/06_persistent/forward_shared.cuh
+/*! \file
  *  \brief The forward-with-stash for any batch: forward stage 10's shared-memory kernel (W_hh's
  *         slice in shared memory, a register-tiled split-k product, h_{t-1} staged in
  *         double-buffered chunks), which also keeps what the backward needs (update_cell,

@@ -1,4 +1,4 @@
-/*! \file stages/training/06_persistent/persistent_stage.h
+/*! \file
  *  \brief The stage with chosen plan parameters, and the device limits its planner uses, for the
  *         tests that reach every code path (batch slices, batch groups). README.md beside this
  *         file explains the stage.

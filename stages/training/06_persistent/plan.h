@@ -1,4 +1,4 @@
-/*! \file stages/training/06_persistent/plan.h
+/*! \file
  *  \brief The stage's launch plans: how the forward and the backward kernel of one layer spread
  *         the hidden units and the batch over the blocks, and what fits on chip. The mapping:
  *         README.md beside this file.

@@ -1,4 +1,4 @@
-/*! \file stages/training/06_persistent/primitives.cuh
+/*! \file
  *  \brief The device primitives of the publication protocol (relaxed stores publish a value,
  *         relaxed loads through L2 poll for it, a value that is not the sentinel is the signal
  *         that it is there), asynchronous copies, the activations, the forward's cell update

@@ -1,4 +1,4 @@
-/*! \file stages/training/06_persistent/stage.cu
+/*! \file
  *  \brief Training stage 06: both recurrences as persistent kernels, one launch per layer and
  *         pass; the backward keeps the columns of W_hh (a slice of W_hhᵀ) on chip and publishes
  *         dz_t without a grid barrier.
