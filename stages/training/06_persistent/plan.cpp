@@ -1,5 +1,5 @@
 // The stage's launch planner: which shapes fit on chip, and how the two kernels spread a layer
-// over the blocks. The forward's part is forward stage 10's planner (both of its kernels); the
+// over the blocks. The forward's part is forward stage 12's planner (both of its kernels); the
 // backward's is this stage's own. The mapping and the cost model's numbers: README.md beside
 // this file.
 #include "plan.h"
@@ -22,7 +22,7 @@ constexpr double kSharedBytesPerClock = 128;  // shared-memory bandwidth
 constexpr double kL2BytesPerClockPerSm = 48;  // what one SM pulls from L2
 constexpr double kL2BytesPerClock = 3000;     // what the whole L2 delivers (~5 TB/s)
 constexpr double kLaunchClocks = 15000;       // launch, weights into shared memory (~8 µs)
-// The forward's (forward stage 10's):
+// The forward's (forward stage 12's):
 constexpr double kForwardStepLatency = 1500;  // publish h, see it elsewhere, reduce, update c
 // The backward's:
 constexpr double kL2RoundTrip = 800;   // one round of loads in flight, under load
@@ -42,7 +42,7 @@ std::string kib(std::size_t bytes) {
 }
 
 /// Fills in the lane layout, shared memory and cost of the forward's shared-memory kernel plan
-/// `plan` (sizes already set); sets plan.fits and plan.why. Forward stage 10's.
+/// `plan` (sizes already set); sets plan.fits and plan.why. Forward stage 12's.
 void lay_out(ForwardPlan& plan, const ProblemSize& s, const DeviceLimits& device) {
   const int H = s.hidden, J = plan.units_per_block;
   const int batch_tiles = plan.padded_batch / plan.tile_batch;

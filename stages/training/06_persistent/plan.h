@@ -13,6 +13,7 @@
 
 #include "core/problem_size.h"
 
+struct cudaDeviceProp;
 namespace CLI {
 class App;
 }
@@ -24,7 +25,7 @@ constexpr int kGates = 4;
 /// Lanes per warp.
 constexpr int kWarpSize = 32;
 
-// ---- The forward kernels (forward stage 10's, plan.cpp: make_forward_plan)
+// ---- The forward kernels (forward stage 12's, plan.cpp: make_forward_plan)
 
 /// Most threads per block of the shared-memory kernel: 16 warps, up to 128 registers each
 /// without spilling.
@@ -55,7 +56,7 @@ enum class InputParts {
 
 /// The register kernel computes the input parts itself where a lane's share of them is at most
 /// this many multiply-adds per gate (input rows x batch columns): then they hide in the L2 round
-/// trip of the first loads of h_{t-1} (measured on the H100 in forward stage 10: a gain at
+/// trip of the first loads of h_{t-1} (measured on the H100 in forward stage 12: a gain at
 /// H = 512, B = 1; a loss at B >= 2 or H = 1024, where the work outlasts the round trip).
 constexpr int kMaxInputWorkPerLane = 8;
 
@@ -86,9 +87,13 @@ struct DeviceLimits {
   std::string name = "this GPU";  ///< for messages
 };
 
+/// What the planner may use of `device`: its SM count, and the shared memory a block may ask for
+/// dynamically (the opt-in limit less the kernels' static shared memory). Defined in stage.cu.
+DeviceLimits device_limits(const cudaDeviceProp& device);
+
 /// Optional choices for experiments and tests; 0 means "let the planner choose".
 struct PlanRequest {
-  // The forward (forward stage 10's choices):
+  // The forward (forward stage 12's choices):
   int tile_batch = 0;    ///< batch columns of a thread's register tile: 4, 8 or 16
   int threads = 0;       ///< threads per block: a multiple of 32, 64 to 512
   int batch_groups = 0;  ///< G: blocks that split the batch of one launch
@@ -105,7 +110,7 @@ struct PlanRequest {
   bool pins_shared_plan() const { return tile_batch || threads || batch_groups || group_batch; }
 };
 
-/// The forward's launch plan of one layer (forward stage 10's Plan). Block (u, g) owns hidden
+/// The forward's launch plan of one layer (forward stage 12's Plan). Block (u, g) owns hidden
 /// units u*J .. u*J+J-1 for the batch rows of group g.
 ///
 /// Shared-memory kernel (weights_in_registers == false): each thread computes a 4 x tile_batch
@@ -176,7 +181,7 @@ struct Plan {
 };
 
 /// Shared memory a forward block needs for `plan` (the plan's own fields filled in): the layout
-/// of forward_registers.cuh or forward_shared.cuh.
+/// of kernel_registers.cuh or kernel.cuh.
 std::size_t forward_shared_bytes(const ForwardPlan& plan, int hidden);
 
 /// Dynamic shared memory of the backward kernel: W_hh's columns of J units as 4J4 x 4H floats,
@@ -191,7 +196,7 @@ int backward_k_slices(int rows);
 ForwardPlan make_register_plan(const ProblemSize& size, const DeviceLimits& device,
                                int k_per_lane = 0, InputParts input = InputParts::kAuto);
 
-/// Plans the forward of one layer (forward stage 10's planner): small batches
+/// Plans the forward of one layer (forward stage 12's planner): small batches
 /// (B <= kMaxRegisterBatch) get the register kernel where it fits; otherwise it searches the
 /// shared-memory kernel's tile widths, thread counts and batch groups and returns the plan with
 /// the lowest estimated time (or one with fits == false and the reason). `request` pins any
@@ -209,7 +214,7 @@ int largest_hidden_that_fits(const ProblemSize& size, const DeviceLimits& device
 
 /// Builds a PlanRequest from the stage's flags (empty strings = automatic): `plan` for --plan
 /// ("tile,threads,groups,rows,backward_groups,backward_rows", any field 0 or left out =
-/// automatic; the first four pin the forward's shared-memory kernel as forward stage 10's
+/// automatic; the first four pin the forward's shared-memory kernel as forward stage 12's
 /// --plan does, the last two the backward), `weights` for --weights ("registers", "registers,K"
 /// with K weights per lane and gate, or "shared": the forward's kernel) and `input` for --input
 /// ("gemm": the register kernel takes its input parts from cuBLAS; "kernel": it computes them).

@@ -4,8 +4,8 @@
  *         that it is there), asynchronous copies, the activations, the forward's cell update
  *         (which keeps the stash) and slot 0 of the forward's exchange buffer.
  *
- * A copy of forward stage 10's primitives, kept here on purpose: every stage stays
- * self-contained. What differs from stage 10's: the cell update also keeps what the backward
+ * A copy of forward stage 12's primitives, kept here on purpose: every stage stays
+ * self-contained. What differs from stage 12's: the cell update also keeps what the backward
  * needs (the activated gates, c_t and h_t), and cp.async has named commit and wait helpers for
  * the backward. The protocol and why it is correct: forward stage 08's README, "Publishing h
  * without a barrier"; what this stage publishes with it (h in the forward, dz in the backward):

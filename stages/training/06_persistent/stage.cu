@@ -3,8 +3,8 @@
  *         pass; the backward keeps the columns of W_hh (a slice of W_hhᵀ) on chip and publishes
  *         dz_t without a grid barrier.
  *
- * What this stage adds (to training stage 05, and to forward stage 10 whose kernels it extends):
- *   1. forward_registers.cuh and forward_shared.cuh: forward stage 10's two persistent kernels
+ * What this stage adds (to training stage 05, and to forward stage 12 whose kernels it extends):
+ *   1. kernel_registers.cuh and kernel.cuh: forward stage 12's two persistent kernels
  *      (W_hh in registers for B <= 8, in shared memory otherwise; its planner chooses), which
  *      also keep the activated gates, c and h of every step in the stash the backward reads.
  *   2. backward_kernel.cuh: the backward recurrence of a layer, all T steps in one cooperative
@@ -20,7 +20,7 @@
  *      a shape that does not fit is refused with the reason and the largest H that fits.
  *
  * The lesson, the mapping, the costs, the prediction and the measurement: README.md beside this
- * file. Host code here; the kernels in forward_registers.cuh, forward_shared.cuh and
+ * file. Host code here; the kernels in kernel_registers.cuh, kernel.cuh and
  * backward_kernel.cuh.
  */
 #include <cublas_v2.h>
@@ -33,11 +33,10 @@
 #include <vector>
 
 #include "backward_kernel.cuh"
-#include "forward_registers.cuh"
-#include "forward_shared.cuh"
 #include "harness/cuda_utils.h"
 #include "harness/stage.h"
-#include "persistent_stage.h"
+#include "kernel.cuh"
+#include "kernel_registers.cuh"
 #include "plan.h"
 #include "primitives.cuh"
 
@@ -65,7 +64,7 @@ const void* register_kernel_for(int tile_batch) {
   }
 }
 
-/// The forward kernel that runs `plan` (forward stage 10's choice).
+/// The forward kernel that runs `plan` (forward stage 12's choice).
 const void* forward_kernel_for(const ForwardPlan& plan) {
   if (plan.weights_in_registers) {
     return plan.k_per_lane == 8 ? register_kernel_for<8>(plan.tile_batch)
@@ -104,8 +103,6 @@ std::string check_co_resident(const void* kernel, const char* name, int threads,
 
 class PersistentTraining final : public TrainingStage {
  public:
-  /// `request` pins plan choices for the tests; the flags (add_flags) can pin them instead.
-  explicit PersistentTraining(PlanRequest request) { flags_.request = request; }
   ~PersistentTraining() override {
     if (cublas_) cublasDestroy(cublas_);
   }
@@ -115,7 +112,7 @@ class PersistentTraining final : public TrainingStage {
   std::string unsupported_reason(const ProblemSize& s,
                                  const cudaDeviceProp& device) const override {
     const DeviceLimits limits = device_limits(device);
-    const Plan plan = make_plan(s, limits, flags_.request);
+    const Plan& plan = plan_for(s, limits);
     if (!plan.fits) {
       std::ostringstream why;
       why << "the recurrent weights do not fit on chip: " << plan.why << " (" << device.name << ", "
@@ -141,15 +138,8 @@ class PersistentTraining final : public TrainingStage {
     // buffer (T + 1 slots of one slice's G x H x Bp). One dz (T, B, 4H), one gradient of an
     // intermediate layer's output (T, B, H), the ones of the bias gradient.
     const std::size_t stash = s.layers * ((kGates + 2) * sequence + 2 * state);
-    std::size_t exchange = 0;
-    int device = 0;
-    cudaDeviceProp prop{};
-    if (cudaGetDevice(&device) == cudaSuccess &&
-        cudaGetDeviceProperties(&prop, device) == cudaSuccess) {
-      const Plan plan = make_plan(s, device_limits(prop), flags_.request);
-      if (plan.fits) exchange = exchange_floats(s, plan.forward);
-    }
-    cudaGetLastError();
+    const Plan& plan = plan_for(s, current_device_limits());
+    const std::size_t exchange = plan.fits ? exchange_floats(s, plan.forward) : 0;
     const std::size_t floats = stash + exchange + kGates * sequence +
                                (s.layers > 1 ? sequence : 0) +
                                static_cast<std::size_t>(s.seq_len) * s.batch;
@@ -166,7 +156,6 @@ class PersistentTraining final : public TrainingStage {
     CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
     // The refusal the harness gets from unsupported_reason(): what does not fit and what would.
     if (std::string why = unsupported_reason(s, prop); !why.empty()) throw UnsupportedError(why);
-    plan_ = make_plan(s, device_limits(prop), flags_.request);
     if (flags_.verbose) std::cerr << "training/06_persistent plan: " << plan_.describe() << "\n";
     CUDA_CHECK(cudaFuncSetAttribute(forward_kernel_for(plan_.forward),
                                     cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -189,7 +178,7 @@ class PersistentTraining final : public TrainingStage {
 
   // What the forward keeps for the backward, per layer: every step's activated gates (T, B, 4H),
   // c (T + 1, B, H; slot 0 = c0) and h (T + 1, B, H; slot 0 = h0), as training stages 01-05.
-  // The kernels publish h_t for each other in their own exchange buffer (forward stage 10's
+  // The kernels publish h_t for each other in their own exchange buffer (forward stage 12's
   // layout) and keep it in the stash with plain stores.
   void forward(const DeviceTensors& t, cudaStream_t stream) override {
     const ProblemSize& s = t.size;
@@ -383,8 +372,30 @@ class PersistentTraining final : public TrainingStage {
     DeviceBuffer<float> hidden;  // (T + 1, B, H): h0, h_0 .. h_{T-1}: the next layer's input
   };
 
+  /// The plan for `s`, made once: unsupported_reason(), workspace_bytes() and prepare() of a
+  /// run ask for the same size.
+  const Plan& plan_for(const ProblemSize& s, const DeviceLimits& limits) const {
+    if (!planned_ || s.hidden != planned_size_.hidden || s.batch != planned_size_.batch ||
+        s.seq_len != planned_size_.seq_len || s.layers != planned_size_.layers ||
+        s.input_size != planned_size_.input_size) {
+      plan_ = make_plan(s, limits, flags_.request);
+      planned_size_ = s;
+      planned_ = true;
+    }
+    return plan_;
+  }
+  static DeviceLimits current_device_limits() {
+    int device = 0;
+    CUDA_CHECK(cudaGetDevice(&device));
+    cudaDeviceProp prop{};
+    CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
+    return device_limits(prop);
+  }
+
   StageFlags flags_;
-  Plan plan_;
+  mutable Plan plan_;
+  mutable ProblemSize planned_size_;
+  mutable bool planned_ = false;
   cublasHandle_t cublas_ = nullptr;
   std::vector<Layer> layers_;
   DeviceBuffer<float> exchange_;  // (T + 1, G, H, Bp): the forward's published h of one slice
@@ -403,12 +414,8 @@ DeviceLimits device_limits(const cudaDeviceProp& device) {
   return limits;
 }
 
-std::unique_ptr<Stage> make_with_plan(const PlanRequest& request) {
-  return std::make_unique<PersistentTraining>(request);
-}
-
 std::unique_ptr<Stage> make() {
-  return std::make_unique<PersistentTraining>(PlanRequest{});
+  return std::make_unique<PersistentTraining>();
 }
 
 }  // namespace lstm::LSTM_STAGE_NAMESPACE

@@ -1,20 +1,16 @@
 /*! \file
- *  \brief Stage 09: the persistent kernel's product register-tiled and split over k, h_{t-1}
- *         staged in double-buffered chunks, the batch in groups and slices, a planner.
+ *  \brief Stage 10: a second persistent kernel for small batches, W_hh in registers.
  *
- * What this stage adds (to 08_published_h):
- *   1. kernel_shared.cuh: each thread computes a 4 x 4, 8 or 16 register tile (one unit's four
- *      gates x a few batch rows) over its share of k; a warp's lanes and the block's warps split
- *      k further (shuffles, then shared memory, in a fixed order).
- *   2. h_{t-1} published transposed ([k][b]) and staged in chunks of rows with 16-byte relaxed
- *      loads, double-buffered: the next chunk's loads fly during this chunk's product. The input
- *      parts are copied with cp.async while the block waits for h.
- *   3. Batch groups (several blocks share the units, each for part of the batch) and slices.
- *   4. plan.h/plan.cpp choose the tile, threads, groups and chunks by a small cost model, from
- *      the device's limits; --plan pins them, --verbose prints them.
+ * What this stage adds (to 11_batch_groups):
+ *   1. kernel_registers.cuh: for B <= 8, each lane holds 4 x 8 or 4 x 32 weights of W_hh in
+ *      registers for the whole sequence; each warp stages its own rows of h_{t-1}; a
+ *      "transposing" butterfly sums the lanes; one block barrier per step.
+ *   2. Where a lane's share of W_ih · x_t is small, the kernel computes it itself while the
+ *      first loads of h_{t-1} fly.
+ *   3. The planner (plan.h) picks the kernel; --weights and --input pin the choices.
  *
  * The lesson, the mapping, the limits, the prediction and the measurement: README.md beside
- * this file. Host code here; the kernel in kernel_shared.cuh.
+ * this file. Host code here; the kernels in kernel.cuh and kernel_registers.cuh.
  */
 #include <cublas_v2.h>
 
@@ -27,9 +23,10 @@
 #include <vector>
 
 #include "harness/cuda_utils.h"
+#include "harness/phase_trace.cuh"
 #include "harness/stage.h"
-#include "kernel_shared.cuh"
-#include "persistent_stage.h"
+#include "kernel.cuh"
+#include "kernel_registers.cuh"
 #include "plan.h"
 #include "primitives.cuh"
 
@@ -37,15 +34,31 @@ namespace lstm::LSTM_STAGE_NAMESPACE {  // stage_<series>_<NN_slug>, named by th
 namespace {
 
 constexpr int kPublishThreads = 256;  // threads per block of the slot-0 kernel
-constexpr const char* kTraceNames[kTraceSlots - 1] = {"wait for h_{t-1}", "product", "reduction",
-                                                      "cell update"};
 
 // ---------------------------------------------------------------------------------------------
 // Which kernel runs a plan
 // ---------------------------------------------------------------------------------------------
 
+template <int kKPerLane>
+const void* register_kernel_for(int tile_batch) {
+  switch (tile_batch) {
+    case 1:
+      return reinterpret_cast<const void*>(&persistent_lstm_registers<kKPerLane, 1>);
+    case 2:
+      return reinterpret_cast<const void*>(&persistent_lstm_registers<kKPerLane, 2>);
+    case 4:
+      return reinterpret_cast<const void*>(&persistent_lstm_registers<kKPerLane, 4>);
+    default:
+      return reinterpret_cast<const void*>(&persistent_lstm_registers<kKPerLane, 8>);
+  }
+}
+
 /// The kernel that runs `plan`.
 const void* kernel_for(const Plan& plan) {
+  if (plan.weights_in_registers) {
+    return plan.k_per_lane == 8 ? register_kernel_for<8>(plan.tile_batch)
+                                : register_kernel_for<32>(plan.tile_batch);
+  }
   switch (plan.tile_batch) {
     case 16:
       return reinterpret_cast<const void*>(&persistent_lstm_kernel<16>);
@@ -62,19 +75,19 @@ const void* kernel_for(const Plan& plan) {
 
 class PersistentStage final : public Stage {
  public:
-  /// `request` pins plan choices for the tests; the flags (add_flags) can pin them instead.
-  explicit PersistentStage(PlanRequest request) { flags_.request = request; }
   ~PersistentStage() override {
-    if (trace_.size()) print_trace();
     if (cublas_) cublasDestroy(cublas_);
   }
 
-  void add_flags(CLI::App& app) override { add_stage_flags(app, flags_); }
+  void add_flags(CLI::App& app) override {
+    add_stage_flags(app, flags_);
+    trace_.add_flag(app);
+  }
 
   std::string unsupported_reason(const ProblemSize& s,
                                  const cudaDeviceProp& device) const override {
     const DeviceLimits limits = device_limits(device);
-    const Plan plan = make_plan(s, limits, flags_.request);
+    const Plan& plan = plan_for(s, limits);
     std::ostringstream why;
     if (!plan.fits) {
       why << "the recurrent weights do not fit on chip: " << plan.why << " (" << device.name << ", "
@@ -104,28 +117,18 @@ class PersistentStage final : public Stage {
     const std::size_t sequence = static_cast<std::size_t>(s.seq_len) * state;
     // The input parts (T, B, 4H), the intermediate layers' h sequences (two, alternating) and
     // the exchange buffer (T + 1 slots of one slice's G x H x Bp).
-    std::size_t exchange = 0;
-    int device = 0;
-    cudaDeviceProp prop{};
-    if (cudaGetDevice(&device) == cudaSuccess &&
-        cudaGetDeviceProperties(&prop, device) == cudaSuccess) {
-      const Plan plan = make_plan(s, device_limits(prop), flags_.request);
-      if (plan.fits) exchange = exchange_floats(s, plan);
-    }
-    cudaGetLastError();
+    const Plan& plan = plan_for(s, current_device_limits());
+    const std::size_t exchange = plan.fits ? exchange_floats(s, plan) : 0;
     return (kGates * sequence + std::min(s.layers - 1, 2) * sequence + exchange) * sizeof(float);
   }
 
   void prepare(const DeviceTensors& t) override {
     const ProblemSize& s = t.size;
     const std::size_t sequence = static_cast<std::size_t>(s.seq_len) * s.batch * s.hidden;
-    int device = 0;
-    CUDA_CHECK(cudaGetDevice(&device));
-    cudaDeviceProp prop{};
-    CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
-    plan_ = make_plan(s, device_limits(prop), flags_.request);
+    plan_for(s, current_device_limits());
     if (!plan_.fits) throw UnsupportedError(plan_.why);
-    if (flags_.verbose) std::cerr << "09_register_tiled plan: " << plan_.describe() << "\n";
+    if (flags_.verbose)
+      std::cerr << "forward/12_small_batch_registers plan: " << plan_.describe() << "\n";
     CUDA_CHECK(cudaFuncSetAttribute(kernel_for(plan_), cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     static_cast<int>(plan_.shared_bytes)));
     CUBLAS_CHECK(cublasCreate(&cublas_));
@@ -134,8 +137,7 @@ class PersistentStage final : public Stage {
     for (int i = 0; i < std::min(s.layers - 1, 2); ++i)
       layer_outputs_[i].allocate(sequence);
     exchange_.allocate(exchange_floats(s, plan_));
-    seq_len_ = s.seq_len;
-    if (flags_.trace) trace_.allocate(kTraceSlots);
+    trace_.prepare(s.seq_len);
   }
 
   void forward(const DeviceTensors& t, cudaStream_t stream) override {
@@ -149,10 +151,13 @@ class PersistentStage final : public Stage {
       const int input_size = s.layer_input_size(layer);
       const float* input_sequence = layer == 0 ? t.x : layer_outputs_[(layer - 1) % 2].data();
       float* output_sequence = layer == s.layers - 1 ? t.y : layer_outputs_[layer % 2].data();
-      // All steps' input parts at once: W_ih · [x_0 ... x_{T-1}], (4H x I) · (I x T*B).
-      CUBLAS_CHECK(cublasSgemm(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, four_h, s.seq_len * B, input_size,
-                               &one, t.w_ih[layer], input_size, input_sequence, input_size, &zero,
-                               input_part_.data(), four_h));
+      // All steps' input parts at once: W_ih · [x_0 ... x_{T-1}], (4H x I) · (I x T*B), unless
+      // the register kernel computes them itself.
+      if (plan_.input_k_per_lane == 0) {
+        CUBLAS_CHECK(cublasSgemm(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, four_h, s.seq_len * B,
+                                 input_size, &one, t.w_ih[layer], input_size, input_sequence,
+                                 input_size, &zero, input_part_.data(), four_h));
+      }
       const int rows_per_slice = plan_.batch_groups * plan_.group_batch;
       for (int begin = 0; begin < B; begin += rows_per_slice) {
         const int end = std::min(B, begin + rows_per_slice);
@@ -165,26 +170,36 @@ class PersistentStage final : public Stage {
         CUDA_CHECK(cudaGetLastError());
         CUDA_CHECK(cudaMemsetAsync(exchange_.data() + slot, 0xFF, s.seq_len * slot * sizeof(float),
                                    stream));
-        // The whole recurrence of the slice: one launch.
-        SharedKernelArgs args{};
-        set_common_args(args, t, layer, output_sequence, begin, end);
-        args.unit_blocks = plan_.unit_blocks;
-        args.batch_groups = plan_.batch_groups;
-        args.group_batch = plan_.group_batch;
-        args.padded_batch = plan_.padded_batch;
-        args.lanes_batch = plan_.lanes_batch;
-        args.tile_groups_units = plan_.tile_groups_units;
-        args.tile_groups_batch = plan_.tile_groups_batch;
-        args.chunk_rows = plan_.chunk_rows;
-        args.chunks = plan_.chunks;
-        launch(&args, stream);
+        // The whole recurrence of the slice: one launch of the plan's kernel.
+        if (plan_.weights_in_registers) {
+          RegisterKernelArgs args{};
+          set_common_args(args, t, layer, output_sequence, begin, end);
+          args.w_ih = t.w_ih[layer];
+          args.x = input_sequence;
+          args.input_size = input_size;
+          args.input_k_per_lane = plan_.input_k_per_lane;
+          launch(&args, stream);
+        } else {
+          SharedKernelArgs args{};
+          set_common_args(args, t, layer, output_sequence, begin, end);
+          args.unit_blocks = plan_.unit_blocks;
+          args.batch_groups = plan_.batch_groups;
+          args.group_batch = plan_.group_batch;
+          args.padded_batch = plan_.padded_batch;
+          args.lanes_batch = plan_.lanes_batch;
+          args.tile_groups_units = plan_.tile_groups_units;
+          args.tile_groups_batch = plan_.tile_groups_batch;
+          args.chunk_rows = plan_.chunk_rows;
+          args.chunks = plan_.chunks;
+          launch(&args, stream);
+        }
       }
     }
   }
 
  private:
-  /// Sets the kernel's arguments that say which layer and batch rows [begin, end) a launch
-  /// computes, and the plan's lane layout.
+  /// Sets the fields that both kernels' arguments have (RegisterKernelArgs, SharedKernelArgs)
+  /// for layer `layer` and the batch rows [begin, end).
   template <typename Args>
   void set_common_args(Args& args, const DeviceTensors& t, int layer, float* output_sequence,
                        int begin, int end) {
@@ -208,7 +223,7 @@ class PersistentStage final : public Stage {
     args.lanes_units = plan_.lanes_units;
     args.phases = plan_.phases;
     args.k_slices = plan_.k_slices;
-    args.trace = trace_.size() ? trace_.data() : nullptr;
+    args.trace = trace_.device();
   }
 
   /// Launches the plan's kernel with `args` (its own argument struct): all blocks resident at
@@ -220,35 +235,41 @@ class PersistentStage final : public Stage {
                                            dim3(plan_.threads), kernel_args, plan_.shared_bytes,
                                            stream));
   }
-  /// Prints where block 0 spent the steps of the last launch, per step (--trace).
-  void print_trace() const {
-    if (cudaDeviceSynchronize() != cudaSuccess) return;
-    const std::vector<long long> cycles = trace_.download();
-    int khz = 0;
-    cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, 0);
-    std::cerr << "09_register_tiled trace (block 0, last launch, per step; cycles at up to "
-              << khz / 1000 << " MHz):";
-    for (int i = 0; i < kTraceSlots; ++i) {
-      const double per_step = static_cast<double>(cycles[i]) / seq_len_;
-      std::cerr << "  " << (i < kTraceSlots - 1 ? kTraceNames[i] : "whole step") << " "
-                << static_cast<long long>(per_step) << " (" << per_step / khz * 1000 << " us)";
-    }
-    std::cerr << "\n";
-  }
-
   static std::size_t exchange_floats(const ProblemSize& s, const Plan& plan) {
     return (static_cast<std::size_t>(s.seq_len) + 1) * plan.batch_groups * s.hidden *
            plan.padded_batch;
   }
 
+  /// The plan for `s`, made once: unsupported_reason(), workspace_bytes() and prepare() of a
+  /// run ask for the same size.
+  const Plan& plan_for(const ProblemSize& s, const DeviceLimits& limits) const {
+    if (!planned_ || s.hidden != planned_size_.hidden || s.batch != planned_size_.batch ||
+        s.seq_len != planned_size_.seq_len || s.layers != planned_size_.layers ||
+        s.input_size != planned_size_.input_size) {
+      plan_ = make_plan(s, limits, flags_.request);
+      planned_size_ = s;
+      planned_ = true;
+    }
+    return plan_;
+  }
+  static DeviceLimits current_device_limits() {
+    int device = 0;
+    CUDA_CHECK(cudaGetDevice(&device));
+    cudaDeviceProp prop{};
+    CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
+    return device_limits(prop);
+  }
+
   StageFlags flags_;
-  Plan plan_;
+  mutable Plan plan_;
+  mutable ProblemSize planned_size_;
+  mutable bool planned_ = false;
   cublasHandle_t cublas_ = nullptr;
   DeviceBuffer<float> input_part_;        // (T, B, 4H): the input GEMM's result, one layer
   DeviceBuffer<float> layer_outputs_[2];  // intermediate layers' h sequences, alternating
   DeviceBuffer<float> exchange_;          // (T + 1, G, H, Bp): published h of one slice
-  DeviceBuffer<long long> trace_;         // --trace: block 0's cycles by phase
-  int seq_len_ = 0;
+  PhaseTraceRecorder trace_{
+      "forward/12_small_batch_registers"};  // --trace: block 0's cycles by phase
 };
 
 }  // namespace
@@ -257,19 +278,15 @@ DeviceLimits device_limits(const cudaDeviceProp& device) {
   DeviceLimits limits;
   limits.sm_count = device.multiProcessorCount;
   // What a plan may ask for dynamically: the opt-in limit covers static shared memory too, and
-  // the kernel declares PhaseTrace's sums statically (reserved whether or not tracing is
+  // both kernels declare PhaseTrace's sums statically (reserved whether or not tracing is
   // compiled in: the plan must not depend on it).
   limits.shared_bytes = device.sharedMemPerBlockOptin - kTraceSlots * sizeof(long long);
   limits.name = device.name;
   return limits;
 }
 
-std::unique_ptr<Stage> make_with_plan(const PlanRequest& request) {
-  return std::make_unique<PersistentStage>(request);
-}
-
 std::unique_ptr<Stage> make() {
-  return std::make_unique<PersistentStage>(PlanRequest{});
+  return std::make_unique<PersistentStage>();
 }
 
 }  // namespace lstm::LSTM_STAGE_NAMESPACE

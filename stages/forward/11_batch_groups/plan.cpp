@@ -200,10 +200,6 @@ void add_stage_flags(CLI::App& app, StageFlags& flags) {
                  "e.g. 8,256,2")
       ->option_text("T,N,G,R");
   app.add_flag("--verbose", flags.verbose, "print the plan of each launch");
-  if (kTraceCompiled) {  // debug tracing, only in a build with LSTM_PERSISTENT_TRACE=ON
-    app.add_flag("--trace", flags.trace,
-                 "time the phases of block 0's steps (clock64) and print them at exit");
-  }
   app.final_callback([&flags] {
     try {
       flags.request = parse_plan_request(flags.plan);

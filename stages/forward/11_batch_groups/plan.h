@@ -11,21 +11,12 @@
 
 #include "core/problem_size.h"
 
+struct cudaDeviceProp;
 namespace CLI {
 class App;
 }
 
 namespace lstm::LSTM_STAGE_NAMESPACE {  // stage_<series>_<NN_slug>, named by the build
-
-#ifndef LSTM_PERSISTENT_TRACE
-#define LSTM_PERSISTENT_TRACE 0  // 1: the phase tracing (--trace) is compiled in
-#endif
-/// Whether debug tracing is compiled in (CMake option LSTM_PERSISTENT_TRACE; trace.cuh).
-constexpr bool kTraceCompiled = LSTM_PERSISTENT_TRACE != 0;
-/// What the trace records: block 0's cycles waiting for h_{t-1}, in the product, the reduction,
-/// the cell update, and the whole loop. The planner reserves their shared memory whether or not
-/// tracing is compiled in, so that tracing never changes a plan.
-constexpr int kTraceSlots = 5;
 
 /// Gates per hidden unit (i, f, g, o).
 constexpr int kGates = 4;
@@ -47,6 +38,10 @@ struct DeviceLimits {
   std::size_t shared_bytes = 0;   ///< opt-in shared memory per block
   std::string name = "this GPU";  ///< for messages
 };
+
+/// What the planner may use of `device`: its SM count, and the shared memory a block may ask for
+/// dynamically (the opt-in limit less the kernels' static shared memory). Defined in stage.cu.
+DeviceLimits device_limits(const cudaDeviceProp& device);
 
 /// Optional choices for experiments and tests; 0 means "let the plan choose".
 struct PlanRequest {
@@ -106,7 +101,6 @@ PlanRequest parse_plan_request(const std::string& plan);
 struct StageFlags {
   std::string plan;      ///< --plan tile,threads,groups,rows
   bool verbose = false;  ///< --verbose: print the plan
-  bool trace = false;    ///< --trace (kTraceCompiled only): time block 0's phases, print them
   PlanRequest request;   ///< what --plan asks for (set when parsing ends)
 };
 

@@ -1,8 +1,8 @@
 /*! \file
- *  \brief The forward-with-stash for any batch: forward stage 10's shared-memory kernel (W_hh's
+ *  \brief The forward-with-stash for any batch: forward stage 12's shared-memory kernel (W_hh's
  *         slice in shared memory, a register-tiled split-k product, h_{t-1} staged in
  *         double-buffered chunks), which also keeps what the backward needs (update_cell,
- *         primitives.cuh). Its mapping: forward stage 09's README.md; what it keeps: README.md
+ *         primitives.cuh). Its mapping: forward stage 11's README.md; what it keeps: README.md
  *         here.
  */
 #pragma once

@@ -8,7 +8,7 @@
 
 #include "plan.h"
 #include "primitives.cuh"
-#include "trace.cuh"
+#include "harness/phase_trace.cuh"
 
 namespace lstm::LSTM_STAGE_NAMESPACE {  // stage_<series>_<NN_slug>, named by the build
 

@@ -1,9 +1,7 @@
 /*! \file
- *  \brief The forward-with-stash for small batches (B <= 8): forward stage 10's register kernel
- *         (each lane holds its share of W_hh in registers for the whole sequence; each warp
- *         stages its own rows of h_{t-1}; a "transposing" butterfly sums the lanes), which also
- *         keeps what the backward needs (update_cell, primitives.cuh). Its mapping: forward
- *         stage 10's README.md and the comment at the kernel; what it keeps: README.md here.
+ *  \brief The register kernel (B <= 8): each lane holds its share of W_hh in registers for the
+ *         whole sequence; each warp stages its own rows of h_{t-1}; a "transposing" butterfly
+ *         sums the lanes. Its mapping: README.md and the comment at the kernel.
  */
 #pragma once
 
@@ -11,28 +9,24 @@
 
 #include "plan.h"
 #include "primitives.cuh"
+#include "harness/phase_trace.cuh"
 
 namespace lstm::LSTM_STAGE_NAMESPACE {  // stage_<series>_<NN_slug>, named by the build
 
 /// What the register kernel reads and writes for one layer, and its plan (plan.h). One batch
 /// group: the launch covers batch rows batch_begin .. batch_end - 1 (at most kMaxRegisterBatch).
 struct RegisterKernelArgs {
-  const float* w_hh;  // (4H, H) row-major, PyTorch's layout
-  const float* w_ih;  // (4H, I): for the input parts the kernel computes itself
-  const float* x;     // (T, B, I): this layer's input sequence (ditto)
-  const float* b_ih;  // (4H)
-  const float* b_hh;  // (4H)
-  const float* c0;    // (B, H) this layer's initial c
-  // The stash (the whole batch's rows; a launch writes its own): gates (T, B, 4H): in, W_ih · x_t
-  // from cuBLAS (if input_k_per_lane == 0); out, the activated gates. cell and h_seq
-  // (T + 1, B, H): out, c_t and h_t at slot t + 1 (slot 0 = c0 and h0, copied before).
-  float* gates;
-  float* cell;
-  float* h_seq;
-  float* y;         // (T, B, H) the last layer's output, or nullptr
-  float* hy;        // (B, H) final h
-  float* cy;        // (B, H) final c
-  float* exchange;  // (T + 1, H, Bp): published h, transposed; slot 0 = h0
+  const float* w_hh;        // (4H, H) row-major, PyTorch's layout
+  const float* input_part;  // (T, B, 4H): W_ih · x_t from cuBLAS (if input_k_per_lane == 0)
+  const float* w_ih;        // (4H, I): for the input parts the kernel computes itself
+  const float* x;           // (T, B, I): this layer's input sequence (ditto)
+  const float* b_ih;        // (4H)
+  const float* b_hh;        // (4H)
+  const float* c0;          // (B, H) this layer's initial c
+  float* y;                 // (T, B, H) this layer's h at every step
+  float* hy;                // (B, H) final h
+  float* cy;                // (B, H) final c
+  float* exchange;          // (T + 1, H, Bp): published h, transposed; slot 0 = h0
   int hidden, batch, seq_len;
   int batch_begin, batch_end;  // the batch rows of this launch
   int units_per_block;         // J
@@ -40,6 +34,7 @@ struct RegisterKernelArgs {
   int k_slices;                // warps along k
   int input_size;              // I of this layer
   int input_k_per_lane;        // > 0: the kernel computes its input parts (the plan's layout)
+  long long* trace;            // nullptr, or kTraceSlots cycle counts of block 0 (--trace)
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -126,7 +121,7 @@ __device__ __forceinline__ void sum_over_k_lanes(float (&acc)[kCount], int lane,
 ///   4. one block barrier; then one thread per (unit, batch row) adds the k slices' sums in a
 ///      fixed order, the input part and the biases, updates c (a register for the whole
 ///      sequence) and publishes h_t.
-/// The input part: either copied from cuBLAS's result (in `gates`, cp.async) or, where the plan
+/// The input part: either copied from cuBLAS's result (input_part, cp.async) or, where the plan
 /// says so (input_k_per_lane > 0), computed by the kernel itself into the same sums as the
 /// product (W_ih's slice in shared memory as float4 of the four gates, x_t copied one step ahead
 /// with cp.async), while the first loads of h_{t-1} fly (see stage_published's `meanwhile`).
@@ -146,7 +141,7 @@ __global__ void __launch_bounds__(kMaxRegisterThreads, 1)
   const int warp_rows = lanes_k * kKPerLane;  // rows of k per warp (slice)
   const int padded_k = slices * warp_rows;
   // The input parts' weights and inputs first (float4 arrays need 16-byte alignment).
-  const bool own_inputs = a.input_k_per_lane > 0;  // else cuBLAS computed them (in gates)
+  const bool own_inputs = a.input_k_per_lane > 0;  // else cuBLAS computed them (input_part)
   const int input_stride = a.input_k_per_lane;     // layout: k' slots per lane and warp
   const int input_rows = lanes_k * input_stride;   // k' rows per warp in the layout
   float4* w_ih_s = shared;  // [slice][i < input_stride][lane]: 4 gates of the lane's unit
@@ -269,7 +264,11 @@ __global__ void __launch_bounds__(kMaxRegisterThreads, 1)
   const bool writes_sums = (lane_k & ((1 << (stages - halvings)) - 1)) == 0;
   __syncthreads();  // biases and the zero rows of h
 
+  __shared__ long long trace_spent[kTraceSlots - 1];
+  PhaseTrace trace(a.trace, trace_spent);
+
   for (int t = 0; t < a.seq_len; ++t) {
+    trace.start_step();
     const float* h_prev = a.exchange + static_cast<std::size_t>(t) * slot_floats;
     float* h_next = a.exchange + static_cast<std::size_t>(t + 1) * slot_floats;
 #pragma unroll
@@ -278,8 +277,9 @@ __global__ void __launch_bounds__(kMaxRegisterThreads, 1)
     if (!own_inputs && real_row) {
       // The input part of this thread's update, which cuBLAS computed before the launch: copied
       // to shared memory while the warp waits for h (cp.async: no registers held).
-      const float* in =
-          a.gates + (static_cast<std::size_t>(t) * a.batch + update_row) * kGates * H + update_unit;
+      const float* in = a.input_part +
+                        (static_cast<std::size_t>(t) * a.batch + update_row) * kGates * H +
+                        update_unit;
 #pragma unroll
       for (int q = 0; q < kGates; ++q)
         copy_async_4(input_s + tid * kGates + q, in + q * H);
@@ -301,6 +301,7 @@ __global__ void __launch_bounds__(kMaxRegisterThreads, 1)
       stage_published<kStagedLoads>(source, h_warp, warp_count, lane, kWarpSize, input_part);
     }
     __syncwarp();  // the warp's rows are complete in shared memory
+    trace.phase(0);
 
 #pragma unroll
     for (int i = 0; i < kKPerLane; ++i) {
@@ -327,6 +328,7 @@ __global__ void __launch_bounds__(kMaxRegisterThreads, 1)
       // Keeps the compiler from hoisting every h load to the top: registers hold weights.
       if (i % kLoadGroup == kLoadGroup - 1) asm volatile("" ::: "memory");
     }
+    trace.phase(1);
 
     // Two buffers of sums, by step parity: a warp that runs ahead (its rows of h_t came from
     // other blocks) writes step t + 1's sums while this block's updates still read step t's.
@@ -341,6 +343,7 @@ __global__ void __launch_bounds__(kMaxRegisterThreads, 1)
       }
     }
     __syncthreads();  // every slice's sums are in shared memory
+    trace.phase(2);
 
     if (updates) {
       float* published = h_next + static_cast<std::size_t>(update_unit) * kBatchTile + update_b;
@@ -364,10 +367,13 @@ __global__ void __launch_bounds__(kMaxRegisterThreads, 1)
           for (int q = 0; q < kGates; ++q)
             gate[q] += sums[s * lanes_units * kValues + q * kBatchTile];
         }
-        update_cell(gate, c, published, a, t, update_row, update_unit);
+        update_cell(gate, c, published, a, t,
+                    static_cast<std::size_t>(update_row) * H + update_unit);
       }
     }
+    trace.phase(3);
   }
+  trace.finish(a.trace);
 }
 
 }  // namespace lstm::LSTM_STAGE_NAMESPACE
