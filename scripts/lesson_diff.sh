@@ -5,9 +5,10 @@
 # usage: scripts/lesson_diff.sh STAGE [--stat]   STAGE against its parent: the lesson
 #        scripts/lesson_diff.sh A B [--stat]     any two stages, B against A, file by file
 #        scripts/lesson_diff.sh --table [--write | --check]
-#   STAGE, A, B  a stage, as a folder (stages/forward/06_cuda_graph), a name (forward/06_cuda_graph),
-#                a series and a number (forward/06, training/06), a number in the forward series
-#                (06, or f06) or t and a number in the training series (t06);
+#   STAGE, A, B  a stage, as a folder (stages/forward/06_cuda_graph), a name
+#                (forward/06_cuda_graph), a series and a number (forward/06, training/06), a
+#                number in the forward series (06, or f06) or t and a number in the training
+#                series (t06);
 #                e.g. scripts/lesson_diff.sh 06, scripts/lesson_diff.sh t06 --stat
 #   --stat       print only the size: lines removed and added, per file and in all
 #   --table      every stage of every series as a markdown table: its parent (and the files it
@@ -23,6 +24,11 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 usage() { awk 'NR >= 5 { if (!/^#/) exit; sub(/^# ?/, ""); print }' "$0"; }
+usage_error() {
+  echo "lesson_diff: $*" >&2
+  usage >&2
+  exit 2
+}
 fail() {
   echo "lesson_diff: $*" >&2
   exit 2
@@ -36,17 +42,17 @@ for arg in "$@"; do
     --write) write=1 ;;
     --check) check=1 ;;
     -h | --help) usage; exit 0 ;;
-    -*) echo "lesson_diff: unknown option $arg" >&2; usage >&2; exit 2 ;;
+    -*) usage_error "unknown option $arg" ;;
     *) names+=("$arg") ;;
   esac
 done
 if ((table)); then
   ((${#names[@]} == 0 && !stat_only && !(write && check))) ||
-    { echo "lesson_diff: --table takes no stage and no --stat, and one of --write, --check" >&2; usage >&2; exit 2; }
+    usage_error "--table takes no stage and no --stat, and at most one of --write, --check"
 elif ((write || check)); then
-  echo "lesson_diff: --write and --check go with --table" >&2; usage >&2; exit 2
+  usage_error "--write and --check go with --table"
 elif ((${#names[@]} != 1 && ${#names[@]} != 2)); then
-  echo "lesson_diff: give one stage (against its parent) or two" >&2; usage >&2; exit 2
+  usage_error "give one stage (against its parent) or two"
 fi
 
 # resolve NAME: the folder under stages/ holding the stage
@@ -119,9 +125,12 @@ code_files() {
 # The pairs to diff, "old new" per line (/dev/null where a side has no file), into pairs.
 pairs=()
 pairs_of_two() {  # A B: file by file, by name
-  local a=$1 b=$2 f
+  local a=$1 b=$2 f old new
   while IFS= read -r f; do
-    pairs+=("$([ -f "$a/$f" ] && echo "$a/$f" || echo /dev/null) $([ -f "$b/$f" ] && echo "$b/$f" || echo /dev/null)")
+    old=/dev/null new=/dev/null
+    [ -f "$a/$f" ] && old=$a/$f
+    [ -f "$b/$f" ] && new=$b/$f
+    pairs+=("$old $new")
   done < <({ code_files "$a"; code_files "$b"; } | LC_ALL=C sort -u)
 }
 pairs_of_lesson() {  # STAGE (after read_parent): each file against where it came from
@@ -167,7 +176,8 @@ stat() {
     fi
     printf '%6d -%6d +  %s\n' "$removed" "$added" "$note"
   done
-  printf '%6d -%6d +  %s -> %s (code only, READMEs left out)\n' "$all_removed" "$all_added" "$1" "$2"
+  printf '%6d -%6d +  %s -> %s (code only, READMEs left out)\n' \
+    "$all_removed" "$all_added" "$1" "$2"
 }
 
 show() {
@@ -183,7 +193,8 @@ show() {
 # table: every stage's lesson, a markdown table
 table() {
   local stage name removed added r a pair old new cell source
-  echo "| stage | parent (and files taken from other stages) | lines removed | lines added | changed |"
+  echo -n "| stage | parent (and files taken from other stages) "
+  echo "| lines removed | lines added | changed |"
   echo "|---|---|--:|--:|--:|"
   for stage in stages/*/[0-9][0-9]_*/; do
     stage=${stage%/}
@@ -203,7 +214,11 @@ table() {
       local files=()
       for f in $(printf '%s\n' "${!from[@]}" | LC_ALL=C sort); do
         [ "${from[$f]%/*}" = "$source" ] || continue
-        if [ "${from[$f]##*/}" = "$f" ]; then files+=("\`$f\`"); else files+=("\`$f\` (\`${from[$f]##*/}\`)"); fi
+        if [ "${from[$f]##*/}" = "$f" ]; then
+          files+=("\`$f\`")
+        else
+          files+=("\`$f\` (\`${from[$f]##*/}\`)")
+        fi
       done
       cell+="; from ${source#stages/}: $(printf '%s, ' "${files[@]}" | sed 's/, $//')"
     done
@@ -215,10 +230,15 @@ if ((table)); then
   doc=docs/design.md begin='<!-- lesson-sizes:begin -->' end='<!-- lesson-sizes:end -->'
   text=$(table)
   if ((write || check)); then
-    { grep -qxF "$begin" "$doc" && grep -qxF "$end" "$doc"; } || fail "$doc lacks the lines $begin and $end"
-    current=$(awk -v b="$begin" -v e="$end" '$0 == e { inside = 0 } inside { print } $0 == b { inside = 1 }' "$doc")
+    { grep -qxF "$begin" "$doc" && grep -qxF "$end" "$doc"; } ||
+      fail "$doc lacks the lines $begin and $end"
+    current=$(awk -v b="$begin" -v e="$end" \
+      '$0 == e { inside = 0 } inside { print } $0 == b { inside = 1 }' "$doc")
     if ((check)); then
-      [ "$current" = "$text" ] && { echo "lesson_diff: $doc's lesson-size table is current"; exit 0; }
+      if [ "$current" = "$text" ]; then
+        echo "lesson_diff: $doc's lesson-size table is current"
+        exit 0
+      fi
       echo "lesson_diff: $doc's lesson-size table is not what the stages give; regenerate it:" \
         "scripts/lesson_diff.sh --table --write" >&2
       diff <(echo "$current") <(echo "$text") >&2 || true
