@@ -10,6 +10,8 @@
 # (common/harness/stage_main.h), and adds the stage, named "<series>/<NN_slug>", to the registry
 # that the tests and the benchmark iterate over (unless TEST_ONLY: a stage the tests build to
 # exercise the harness, kept out of the registry and the benchmark).
+# The folder's file `parent` names the stage it was copied from (lstm_check_stage_parent below);
+# a TEST_ONLY stage may have none.
 function(add_lstm_stage series name)
   cmake_parse_arguments(STAGE "TEST_ONLY" "DIR" "" ${ARGN})
   if(NOT series MATCHES "^[a-z][a-z0-9]*$" OR NOT name MATCHES "^[0-9][0-9]_[a-z0-9_]+$")
@@ -23,6 +25,7 @@ function(add_lstm_stage series name)
   if(NOT IS_DIRECTORY ${dir})
     message(FATAL_ERROR "add_lstm_stage(${series} ${name}): no folder ${dir}")
   endif()
+  lstm_check_stage_parent(${series}/${name} ${dir} ${STAGE_TEST_ONLY})
   set(id ${series}_${name})
   file(GLOB sources CONFIGURE_DEPENDS ${dir}/*.cu ${dir}/*.cpp)
   add_library(lstm_stage_${id} STATIC ${sources})
@@ -66,4 +69,90 @@ function(lstm_write_stage_registry)
     string(REPLACE "/" "_" id ${stage})
     target_link_libraries(lstm_stage_registry PUBLIC lstm_stage_${id})
   endforeach()
+endfunction()
+
+# lstm_check_stage_parent(<series>/<NN_slug> <folder> <optional>): fails the configuration unless
+# the stage's file `parent` is well formed and names stages and files that exist. The file (read
+# the same way by scripts/lesson_diff.sh, which shows the lesson and the lesson-size table of
+# docs/design.md from it):
+#   lines that are blank or start with '#' are left out;
+#   the first other line: the stage this one was copied from, <series>/<NN_slug>, or none;
+#   each further line: <file here> <series>/<NN_slug>[/<file there>], a file taken from another
+#   stage (by the same name unless named).
+# Without the file: an error, unless <optional> (a TEST_ONLY stage).
+function(lstm_check_stage_parent stage dir optional)
+  set(file ${dir}/parent)
+  file(RELATIVE_PATH shown ${CMAKE_SOURCE_DIR} ${file})
+  if(NOT EXISTS ${file})
+    if(NOT optional)
+      message(FATAL_ERROR "add_lstm_stage(${stage}): no file ${shown}: it names the stage this "
+                          "one was copied from, or none (docs/design.md, \"Series of stages, and "
+                          "how to add one\")")
+    endif()
+    return()
+  endif()
+  set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${file})
+  set(stage_pattern "[a-z][a-z0-9]*/[0-9][0-9]_[a-z0-9_]+")
+  file(READ ${file} text)
+  # No list separators or brackets (which would keep a list from splitting) in what is split below.
+  string(REPLACE ";" "," text "${text}")
+  string(REPLACE "[" "(" text "${text}")
+  string(REPLACE "]" ")" text "${text}")
+  string(REPLACE "\r" "" text "${text}")
+  string(REPLACE "\n" ";" lines "${text}")
+  set(number 0)
+  set(parent "")
+  set(taken "")
+  foreach(line IN LISTS lines)
+    math(EXPR number "${number} + 1")
+    if(line MATCHES "^[ \t]*(#.*)?$")
+      continue()
+    endif()
+    string(REGEX MATCHALL "[^ \t]+" words "${line}")
+    list(LENGTH words count)
+    set(where "add_lstm_stage(${stage}): ${shown}:${number}")
+    if(parent STREQUAL "")
+      if(NOT count EQUAL 1 OR NOT (line MATCHES "^[ \t]*none[ \t]*$" OR
+                                   line MATCHES "^[ \t]*${stage_pattern}[ \t]*$"))
+        message(FATAL_ERROR "${where}: expected the stage this one was copied from "
+                            "(<series>/<NN_slug>) or none, not '${line}'")
+      endif()
+      set(parent ${words})
+      if(parent STREQUAL stage)
+        message(FATAL_ERROR "${where}: a stage is not its own parent")
+      elseif(NOT parent STREQUAL "none" AND NOT IS_DIRECTORY ${CMAKE_SOURCE_DIR}/stages/${parent})
+        message(FATAL_ERROR "${where}: no stage folder stages/${parent}")
+      endif()
+      continue()
+    endif()
+    list(GET words 0 own)
+    if(NOT count EQUAL 2 OR own MATCHES "/")
+      message(FATAL_ERROR "${where}: expected <file here> <series>/<NN_slug>[/<file there>], "
+                          "not '${line}'")
+    endif()
+    list(GET words 1 source)
+    if(NOT source MATCHES "^(${stage_pattern})(/(.+))?$")
+      message(FATAL_ERROR "${where}: expected <file here> <series>/<NN_slug>[/<file there>], "
+                          "not '${line}'")
+    endif()
+    set(source_stage ${CMAKE_MATCH_1})
+    set(source_file ${CMAKE_MATCH_3})
+    if(source_file STREQUAL "")
+      set(source_file ${own})
+    endif()
+    if(NOT EXISTS ${dir}/${own} OR IS_DIRECTORY ${dir}/${own})
+      message(FATAL_ERROR "${where}: no file ${own} in this stage")
+    endif()
+    if(NOT EXISTS ${CMAKE_SOURCE_DIR}/stages/${source_stage}/${source_file})
+      message(FATAL_ERROR "${where}: no file stages/${source_stage}/${source_file}")
+    endif()
+    if(own IN_LIST taken)
+      message(FATAL_ERROR "${where}: ${own} is named twice")
+    endif()
+    list(APPEND taken ${own})
+  endforeach()
+  if(parent STREQUAL "")
+    message(FATAL_ERROR "add_lstm_stage(${stage}): ${shown} names no stage (write none for the "
+                        "first stage of a series)")
+  endif()
 endfunction()
