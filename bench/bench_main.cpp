@@ -141,7 +141,10 @@ class DataCache {
     std::size_t free_bytes = 0, total_bytes = 0;
     device_memory(&free_bytes, &total_bytes);
     const std::size_t headroom = std::max<std::size_t>(std::size_t{2} << 30, total_bytes / 10);
-    while (free_bytes < bytes + headroom && evict_one(keep_config, keep_benchmark)) {
+    while (free_bytes < bytes + headroom) {
+      std::cerr << "[lstm_bench] device memory: " << gib(free_bytes) << " free, " << gib(bytes)
+                << " needed and " << gib(headroom) << " to spare\n";
+      if (!evict_one(keep_config, keep_benchmark)) break;
       device_memory(&free_bytes, &total_bytes);
     }
   }
@@ -210,8 +213,7 @@ class DataCache {
       }
     }
     if (oldest_stage != stages_.end()) {
-      std::cerr << "[lstm_bench] device memory: releasing the prepared " << oldest_stage->first
-                << "\n";
+      std::cerr << "[lstm_bench]   releasing the prepared " << oldest_stage->first << "\n";
       stages_.erase(oldest_stage);
       return true;
     }
@@ -221,7 +223,7 @@ class DataCache {
       if (oldest == configs_.end() || it->second.last_use < oldest->second.last_use) oldest = it;
     }
     if (oldest == configs_.end()) return false;
-    std::cerr << "[lstm_bench] device memory: releasing the problem of " << oldest->first << "\n";
+    std::cerr << "[lstm_bench]   releasing the problem of " << oldest->first << "\n";
     drop_stages_of(oldest->first);
     oldest->second.problem.reset();  // its host parameters stay
     return true;
