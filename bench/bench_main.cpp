@@ -59,6 +59,10 @@
 namespace lstm::bench {
 namespace {
 
+// Chosen so that each part fits one 10-minute GPU session on an H100 with room to spare: the
+// medians of results/h100-sxm add up to 3.5 s per pass of every forward benchmark and 12.8 s per
+// pass of every training one with its three timings, so 5 x (2 + 10) x 3.5 s = 3.5 minutes of
+// forward passes and 5 x (1 + 3) x 12.8 s = 4.3 minutes of training passes, plus preparation.
 /// Repetitions of every benchmark, and random interleaving, unless the command line sets them.
 constexpr int kRepetitions = 5;
 /// Passes of one repetition: untimed warm-up, then timed.
@@ -68,7 +72,7 @@ struct Passes {
 };
 constexpr Passes kForwardPasses{2, 10};
 /// Of each of the three timings of a training pass: the whole pass, its forward, its backward.
-constexpr Passes kTrainingPasses{1, 4};
+constexpr Passes kTrainingPasses{1, 3};
 /// A preparation that took longer is not repeated: the prepared implementation is kept.
 constexpr double kKeepPreparedSeconds = 0.2;
 constexpr std::uint64_t kSeed = 1;

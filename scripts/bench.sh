@@ -15,11 +15,11 @@
 #                            the stages' checks use; lstm_configs says where)
 # lstm_bench runs every benchmark 5 times (--benchmark_repetitions) with the repetitions of all
 # benchmarks in a random order (--benchmark_enable_random_interleaving); a repetition times 10
-# passes after 2 warm-up (a training pass: 4 after 1, of each of the whole pass, its forward and
+# passes after 2 warm-up (a training pass: 3 after 1, of each of the whole pass, its forward and
 # its backward). Each repetition is an entry of the JSON; tables take the median of the
 # repetitions' medians, plots their spread. (The defaults live in lstm_bench: lstm_bench --help.)
 # On an H100 (estimated from the passes and the medians of results/h100-sxm/) the forward part
-# takes about 4 minutes and the training part about 6, so each fits one 10-minute session.
+# takes about 4 minutes and the training part 5 to 6, so each fits one 10-minute session.
 #
 # usage: scripts/bench.sh [--only PART] [DIR] [-- LSTM_BENCH_FLAGS...]
 #   --only forward           lstm_bench's forward part alone (DIR/bench.json)
