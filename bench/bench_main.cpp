@@ -2,24 +2,45 @@
 // (common/standard_configs.json), in one process, so that the ratios between them come from the
 // same run on the same GPU.
 //
-//   build/bin/lstm_bench --benchmark_out=results/h100-sxm/bench.json --benchmark_out_format=json
-//   build/bin/lstm_bench --benchmark_filter='canonical'        # one group
+//   build/bin/lstm_bench --benchmark_filter=-training --benchmark_out=DIR/bench.json
+//   build/bin/lstm_bench --benchmark_filter=training --benchmark_out=DIR/bench_training.json
+//   build/bin/lstm_bench --benchmark_filter='canonical'      # one group
 //
 // Benchmark names: <implementation>/<group>/H:<H>/I:<I>/B:<B>/T:<T>/L:<L>, where the implementation
 // is a stage ("forward/00_naive") or a baseline ("cudnn_standard"); the label says
-// "series=... kind=... precision=...". Each goes through the harness's sequence
-// (harness/checked_run.h): prepare, one pass on poisoned outputs that must write finite values
-// everywhere (the full check against the reference is scripts/gpu_check.sh's job), then the timed
-// passes with CUDA events (manual time). Counters: the sizes, median_ms, min_ms, max_ms, tflops
-// (from the median, FLOPs of the implementation's kind) and us_per_step_layer; a training pass
-// also forward_ms and backward_ms (medians, each timed on its own). An implementation that
-// refuses a shape (a stated limit, or cuDNN refusing an algorithm) is skipped with its message.
+// "series=... kind=... precision=...".
+//
+// Noise is handled by Google Benchmark: unless the command line says otherwise, every benchmark
+// runs kRepetitions times (--benchmark_repetitions) and the repetitions of all benchmarks run in a
+// random order (--benchmark_enable_random_interleaving), so that a slow spell of the GPU (clocks,
+// temperature, a neighbour) spreads over many implementations instead of landing on one. Each
+// repetition is one entry of the JSON (run_type "iteration", grouped by run_name, with its
+// repetition_index), beside Google Benchmark's aggregates over them; a table takes the median of
+// the repetitions' medians, a plot their spread.
+//
+// One repetition goes through the harness's sequence (harness/checked_run.h): prepare (again in
+// every repetition, unless the preparation took over kKeepPreparedSeconds: then the prepared
+// implementation is kept for the next ones, e.g. cuDNN's PERSIST_DYNAMIC, which compiles a kernel),
+// the first time only a pass on poisoned outputs that must write finite values everywhere (the
+// full check against the reference is scripts/gpu_check.sh's job), then the warm-up and timed
+// passes with CUDA events (manual time): kForwardPasses for a forward pass, kTrainingPasses for a
+// training pass, whose whole pass, forward and backward are each timed on their own. Counters of a
+// repetition: the sizes, median_ms, min_ms, max_ms (of its timed passes), tflops (from the median,
+// FLOPs of the implementation's kind) and us_per_step_layer; a training pass also forward_ms and
+// backward_ms (medians). An implementation that refuses a shape (a stated limit, or cuDNN refusing
+// an algorithm) is skipped with its message. The data of every configuration stays generated and
+// on the device across benchmarks while device memory allows (DataCache).
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <cstdint>
+#include <iomanip>
 #include <iostream>
 #include <map>
 #include <memory>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -38,12 +59,30 @@
 namespace lstm::bench {
 namespace {
 
-constexpr int kIterations = 20;  // timed forward passes per benchmark
-constexpr int kWarmup = 3;       // untimed forward passes before them
+// Chosen so that each part fits one 10-minute GPU session on an H100 with room to spare: the
+// medians of results/h100-sxm add up to 3.5 s per pass of every forward benchmark and 12.8 s per
+// pass of every training one with its three timings, so 5 x (2 + 10) x 3.5 s = 3.5 minutes of
+// forward passes and 5 x (1 + 3) x 12.8 s = 4.3 minutes of training passes, plus preparation.
+/// Repetitions of every benchmark, and random interleaving, unless the command line sets them.
+constexpr int kRepetitions = 5;
+/// Passes of one repetition: untimed warm-up, then timed.
+struct Passes {
+  int warmup;
+  int timed;
+};
+constexpr Passes kForwardPasses{2, 10};
+/// Of each of the three timings of a training pass: the whole pass, its forward, its backward.
+constexpr Passes kTrainingPasses{1, 3};
+/// A preparation that took longer is not repeated: the prepared implementation is kept.
+constexpr double kKeepPreparedSeconds = 0.2;
 constexpr std::uint64_t kSeed = 1;
 constexpr int kGridSyncThreads = 128;     // threads per block of the grid barrier benchmark
 constexpr int kGridSyncBarriers = 10000;  // grid barriers per timed launch
 constexpr int kH100SmCount = 132;         // grid barrier block counts listed without a GPU
+
+Passes passes_of(StageKind kind) {
+  return kind == StageKind::kTraining ? kTrainingPasses : kForwardPasses;
+}
 
 /// Every implementation the benchmark times: the stages, then the cuDNN algorithms' forward
 /// passes, then their training passes ("cudnn_standard_training", ...).
@@ -60,35 +99,149 @@ std::vector<StageInfo> implementations() {
   return list;
 }
 
-/// The data of one configuration, on the device; one at a time (benchmarks run in the order
-/// they are registered, configuration by configuration). A training problem (upstream gradients
-/// and gradient buffers) is made when an implementation of that kind first needs it.
-class ProblemCache {
+std::string gib(std::size_t bytes) {
+  std::ostringstream text;
+  text << std::fixed << std::setprecision(2) << bytes / (1024.0 * 1024.0 * 1024.0) << " GiB";
+  return text.str();
+}
+
+/// Everything kept across benchmarks. Under random interleaving the configuration changes at
+/// nearly every repetition, so each configuration's data stays: its parameters on the host
+/// (generated once: slow for the largest), its problem on the device (a training problem, with
+/// upstream gradients and gradient buffers, also serves the forward implementations; a forward
+/// problem is replaced by one when a training implementation first needs it), the implementations
+/// whose preparation was slow, prepared, and what each benchmark's check pass found. Before
+/// anything is allocated, device memory (cudaMemGetInfo) must hold it with headroom to spare;
+/// if not, the least recently used prepared implementations, then problems, are freed.
+class DataCache {
  public:
-  DeviceProblem& get(const StandardConfig& config, bool training) {
-    const std::string key = config_name(config) + (training ? " training" : "");
-    if (key != key_) {
-      problem_.reset();  // free the previous configuration's memory first
-      std::cerr << "[lstm_bench] data for " << key << "\n";
-      const LstmParams params = generate_params(config.size, kSeed);
-      if (training) {
-        const UpstreamGradients upstream = generate_upstream(config.size, kSeed);
-        problem_ = std::make_unique<DeviceProblem>(params, &upstream);
-      } else {
-        problem_ = std::make_unique<DeviceProblem>(params);
-      }
-      key_ = key;
+  /// The device problem of `config` (a training one when `training`).
+  DeviceProblem& problem(const StandardConfig& config, bool training) {
+    const std::string key = config_name(config);
+    ConfigData& data = configs_[key];
+    data.last_use = ++clock_;
+    if (data.problem && (data.problem->is_training() || !training)) return *data.problem;
+    if (data.problem) {  // a forward problem, and a training one is needed: replace it
+      drop_stages_of(key);
+      data.problem.reset();
     }
-    return *problem_;
+    if (!data.params) {
+      std::cerr << "[lstm_bench] generating the data of " << key << "\n";
+      data.params = std::make_unique<LstmParams>(generate_params(config.size, kSeed));
+    }
+    if (training && !data.upstream) {
+      data.upstream = std::make_unique<UpstreamGradients>(generate_upstream(config.size, kSeed));
+    }
+    make_room(DeviceProblem::bytes_needed(config.size, training), key, "");
+    data.problem =
+        std::make_unique<DeviceProblem>(*data.params, training ? data.upstream.get() : nullptr);
+    return *data.problem;
+  }
+
+  /// Frees least recently used prepared implementations, then problems, but not those of
+  /// `keep_config` nor the prepared `keep_benchmark`, until `bytes` and the headroom are free.
+  void make_room(std::size_t bytes, const std::string& keep_config,
+                 const std::string& keep_benchmark) {
+    std::size_t free_bytes = 0, total_bytes = 0;
+    device_memory(&free_bytes, &total_bytes);
+    const std::size_t headroom = std::max<std::size_t>(std::size_t{2} << 30, total_bytes / 10);
+    while (free_bytes < bytes + headroom) {
+      std::cerr << "[lstm_bench] device memory: " << gib(free_bytes) << " free, " << gib(bytes)
+                << " needed and " << gib(headroom) << " to spare\n";
+      if (!evict_one(keep_config, keep_benchmark)) break;
+      device_memory(&free_bytes, &total_bytes);
+    }
+  }
+
+  /// The prepared implementation kept for `benchmark`, or nullptr.
+  Stage* kept(const std::string& benchmark) {
+    auto found = stages_.find(benchmark);
+    if (found == stages_.end()) return nullptr;
+    found->second.last_use = ++clock_;
+    return found->second.stage.get();
+  }
+
+  /// Keeps `stage`, prepared on the problem of `config`, for the next repetitions of `benchmark`.
+  void keep(const std::string& benchmark, const std::string& config, std::unique_ptr<Stage> stage) {
+    stages_[benchmark] = {config, std::move(stage), ++clock_};
+  }
+
+  /// What the check pass of `benchmark` found ("" passed), or nullptr before it ran.
+  const std::string* checked(const std::string& benchmark) const {
+    auto found = checks_.find(benchmark);
+    return found == checks_.end() ? nullptr : &found->second;
+  }
+  void set_checked(const std::string& benchmark, const std::string& failure) {
+    checks_[benchmark] = failure;
+  }
+
+  /// One stream for every benchmark.
+  cudaStream_t stream() {
+    if (stream_ == nullptr) CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    return stream_;
+  }
+
+  /// Frees everything on the device (before the process ends).
+  void clear() {
+    stages_.clear();
+    configs_.clear();
+    if (stream_ != nullptr) cudaStreamDestroy(stream_);
+    stream_ = nullptr;
   }
 
  private:
-  std::string key_;
-  std::unique_ptr<DeviceProblem> problem_;
+  struct ConfigData {
+    std::unique_ptr<LstmParams> params;
+    std::unique_ptr<UpstreamGradients> upstream;
+    std::unique_ptr<DeviceProblem> problem;
+    std::uint64_t last_use = 0;
+  };
+  struct KeptStage {
+    std::string config;  // whose problem it was prepared on
+    std::unique_ptr<Stage> stage;
+    std::uint64_t last_use = 0;
+  };
+
+  void drop_stages_of(const std::string& config) {
+    for (auto it = stages_.begin(); it != stages_.end();) {
+      it = it->second.config == config ? stages_.erase(it) : std::next(it);
+    }
+  }
+
+  bool evict_one(const std::string& keep_config, const std::string& keep_benchmark) {
+    auto oldest_stage = stages_.end();
+    for (auto it = stages_.begin(); it != stages_.end(); ++it) {
+      if (it->first == keep_benchmark) continue;
+      if (oldest_stage == stages_.end() || it->second.last_use < oldest_stage->second.last_use) {
+        oldest_stage = it;
+      }
+    }
+    if (oldest_stage != stages_.end()) {
+      std::cerr << "[lstm_bench]   releasing the prepared " << oldest_stage->first << "\n";
+      stages_.erase(oldest_stage);
+      return true;
+    }
+    auto oldest = configs_.end();
+    for (auto it = configs_.begin(); it != configs_.end(); ++it) {
+      if (it->first == keep_config || !it->second.problem) continue;
+      if (oldest == configs_.end() || it->second.last_use < oldest->second.last_use) oldest = it;
+    }
+    if (oldest == configs_.end()) return false;
+    std::cerr << "[lstm_bench]   releasing the problem of " << oldest->first << "\n";
+    drop_stages_of(oldest->first);
+    oldest->second.problem.reset();  // its host parameters stay
+    return true;
+  }
+
+  std::map<std::string, ConfigData> configs_;
+  std::map<std::string, KeptStage> stages_;
+  std::map<std::string, std::string> checks_;
+  cudaStream_t stream_ = nullptr;
+  std::uint64_t clock_ = 0;
 };
 
-ProblemCache& cache() {
-  static ProblemCache instance;
+DataCache& cache() {
+  static DataCache instance;
   return instance;
 }
 
@@ -100,40 +253,74 @@ void skip(benchmark::State& state, const std::string& message) {
 #endif
 }
 
-void bench_implementation(benchmark::State& state, const StageInfo& info,
-                          const StandardConfig& config) {
-  const ProblemSize& size = config.size;
-  std::unique_ptr<Stage> stage = info.make();
-  const StageKind kind = stage->kind();
-  state.SetLabel(std::string("series=") + (info.series.empty() ? "none" : info.series) +
-                 " kind=" + kind_name(kind) + " precision=" + precision_name(stage->precision()));
-  cudaDeviceProp prop{};
-  CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
-  const std::string refused = stage->unsupported_reason(size, prop);  // before any allocation
-  if (!refused.empty()) return skip(state, "unsupported: " + refused);
-  DeviceProblem& problem = cache().get(config, kind == StageKind::kTraining);
-  const std::string unprepared = prepare_stage(*stage, problem);
-  if (!unprepared.empty()) return skip(state, "unsupported: " + unprepared);
-  cudaStream_t stream;
-  CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-
-  // A pass on poisoned outputs must write every element with a finite value.
-  for (const OutputTensor& tensor : run_for_check(*stage, problem, stream)) {
+/// The pass on poisoned outputs: "" when every element was written with a finite value.
+std::string check_pass(Stage& stage, DeviceProblem& problem, cudaStream_t stream) {
+  for (const OutputTensor& tensor : run_for_check(stage, problem, stream)) {
     for (float value : tensor.values) {
       if (!std::isfinite(value)) {
-        CUDA_CHECK(cudaStreamDestroy(stream));
-        state.SkipWithError(
-            ("the pass left NaN/Inf or unwritten elements in " + tensor.name).c_str());
-        return;
+        return "the pass left NaN/Inf or unwritten elements in " + tensor.name;
       }
     }
   }
+  return {};
+}
 
-  const StageTimes times = time_stage(*stage, problem, stream, kWarmup, kIterations);
-  CUDA_CHECK(cudaStreamDestroy(stream));
+/// One repetition of `info` at `config` (the benchmark `name`).
+void bench_implementation(benchmark::State& state, const StageInfo& info,
+                          const StandardConfig& config, const std::string& name) {
+  const ProblemSize& size = config.size;
+  const std::string config_key = config_name(config);
+  std::unique_ptr<Stage> fresh = info.make();  // no CUDA work before prepare()
+  const StageKind kind = fresh->kind();
+  state.SetLabel(std::string("series=") + (info.series.empty() ? "none" : info.series) +
+                 " kind=" + kind_name(kind) + " precision=" + precision_name(fresh->precision()));
+  static const cudaDeviceProp prop = [] {
+    cudaDeviceProp p{};
+    CUDA_CHECK(cudaGetDeviceProperties(&p, 0));
+    return p;
+  }();
+  const std::string refused = fresh->unsupported_reason(size, prop);  // before any allocation
+  if (!refused.empty()) return skip(state, "unsupported: " + refused);
+  const std::string* failed_before = cache().checked(name);
+  if (failed_before != nullptr && !failed_before->empty()) {
+    state.SkipWithError(failed_before->c_str());
+    return;
+  }
+  DeviceProblem& problem = cache().problem(config, kind == StageKind::kTraining);
+  Stage* stage = cache().kept(name);  // prepared in an earlier repetition, or else prepared now
+  double prepare_seconds = 0.0;
+  if (stage == nullptr) {
+    stage = fresh.get();
+    cache().make_room(stage->workspace_bytes(size), config_key, name);
+    const auto start = std::chrono::steady_clock::now();
+    const std::string unprepared = prepare_stage(*stage, problem);
+    if (!unprepared.empty()) return skip(state, "unsupported: " + unprepared);
+    prepare_seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  }
+  const cudaStream_t stream = cache().stream();
+
+  if (failed_before == nullptr) {  // the first repetition: a pass on poisoned outputs
+    const std::string failure = check_pass(*stage, problem, stream);
+    cache().set_checked(name, failure);
+    if (!failure.empty()) {
+      state.SkipWithError(failure.c_str());
+      return;
+    }
+  }
+
+  const Passes passes = passes_of(kind);
+  const StageTimes times = time_stage(*stage, problem, stream, passes.warmup, passes.timed);
   std::size_t run = 0;
   for (auto _ : state) {  // Google Benchmark's iterations report the passes timed above
     state.SetIterationTime(times.total.runs_ms[run++ % times.total.runs_ms.size()] * 1e-3);
+  }
+  if (stage == fresh.get() && prepare_seconds > kKeepPreparedSeconds) {
+    std::cerr << "[lstm_bench] keeping " << name << " prepared for its next repetitions (its "
+              << "preparation took " << std::fixed << std::setprecision(2) << prepare_seconds
+              << " s)\n"
+              << std::defaultfloat;
+    cache().keep(name, config_key, std::move(fresh));
   }
 
   const TimingStats& stats = times.total;
@@ -195,8 +382,54 @@ void add_environment_context(const Environment& env) {
   benchmark::AddCustomContext("cudnn", env.cudnn);
   benchmark::AddCustomContext("git_commit", env.git_commit);
   benchmark::AddCustomContext("date_utc", env.date_utc);
-  benchmark::AddCustomContext("iterations_per_benchmark", std::to_string(kIterations));
-  benchmark::AddCustomContext("warmup_per_benchmark", std::to_string(kWarmup));
+}
+
+/// How the run measured: repetitions, interleaving and the passes of one repetition.
+void add_method_context(const std::string& repetitions, const std::string& interleaving) {
+  benchmark::AddCustomContext("repetitions", repetitions);
+  benchmark::AddCustomContext("random_interleaving", interleaving);
+  benchmark::AddCustomContext(
+      "passes_per_repetition",
+      "forward: " + std::to_string(kForwardPasses.warmup) + " warm-up, " +
+          std::to_string(kForwardPasses.timed) +
+          " timed; training: " + std::to_string(kTrainingPasses.warmup) + " warm-up, " +
+          std::to_string(kTrainingPasses.timed) +
+          " timed, of each of the whole pass, its forward and its backward");
+}
+
+/// The value of the last `--flag=value` in `args` (Google Benchmark takes the last one), or "".
+std::string last_flag_value(const std::vector<char*>& args, const std::string& flag) {
+  std::string value;
+  for (const char* arg : args) {
+    const std::string text(arg);
+    if (text == flag) value = "true";  // a bare boolean flag
+    if (text.rfind(flag + "=", 0) == 0) value = text.substr(flag.size() + 1);
+  }
+  return value;
+}
+
+void print_help() {
+  std::cout
+      << "lstm_bench: every stage and every cuDNN algorithm over the standard configurations\n"
+         "(Google Benchmark; results/<gpu>/bench.json holds the forward part, bench_training.json\n"
+         "the training part: scripts/bench.sh --only forward|training runs them).\n\n"
+         "Set here unless given on the command line:\n"
+         "  --benchmark_repetitions="
+      << kRepetitions
+      << "  (each repetition is an entry of the JSON; a table takes\n"
+         "                              the median of the repetitions' medians)\n"
+         "  --benchmark_enable_random_interleaving=true  (the repetitions of all benchmarks\n"
+         "                              run in a random order)\n"
+         "Passes of one repetition (after preparing, and the first time a check pass):\n"
+         "  forward pass:  "
+      << kForwardPasses.warmup << " warm-up, " << kForwardPasses.timed
+      << " timed (CUDA events; counters: their median, min, max)\n"
+         "  training pass: "
+      << kTrainingPasses.warmup << " warm-up, " << kTrainingPasses.timed
+      << " timed, of each of the whole pass, its forward and its backward\n"
+         "The forward part: --benchmark_filter=-training; the training part: "
+         "--benchmark_filter=training.\n\n";
+  benchmark::PrintDefaultHelp();
 }
 
 }  // namespace
@@ -205,12 +438,22 @@ void add_environment_context(const Environment& env) {
 int main(int argc, char** argv) {
   using namespace lstm;
   using namespace lstm::bench;
+  // The defaults of the repetitions and the interleaving, before the command line's own flags
+  // (the last of a flag wins).
+  std::string repetitions_flag = "--benchmark_repetitions=" + std::to_string(kRepetitions);
+  std::string interleaving_flag = "--benchmark_enable_random_interleaving=true";
+  std::vector<char*> args = {argv[0], repetitions_flag.data(), interleaving_flag.data()};
+  args.insert(args.end(), argv + 1, argv + argc);
+  const std::string repetitions = last_flag_value(args, "--benchmark_repetitions");
+  const std::string interleaving = last_flag_value(args, "--benchmark_enable_random_interleaving");
   bool list_only = false;  // --benchmark_list_tests works without a GPU
-  for (int i = 1; i < argc; ++i) {
-    list_only = list_only || std::string(argv[i]).rfind("--benchmark_list_tests", 0) == 0;
+  for (const char* arg : args) {
+    list_only = list_only || std::string(arg).rfind("--benchmark_list_tests", 0) == 0;
   }
-  benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 2;
+  int args_count = static_cast<int>(args.size());
+  args.push_back(nullptr);
+  benchmark::Initialize(&args_count, args.data(), print_help);
+  if (benchmark::ReportUnrecognizedArguments(args_count, args.data())) return 2;
   try {
     benchmark::RegisterBenchmark("fp32_fma_peak", bench_fp32_peak)
         ->UseManualTime()
@@ -232,16 +475,22 @@ int main(int argc, char** argv) {
           ->Iterations(1)
           ->Unit(benchmark::kMicrosecond);
     }
-    // Configuration-major order: each configuration's data is generated once for all of them.
+    // Registered configuration by configuration; the run order is Google Benchmark's (random
+    // with interleaving), the data stays in DataCache.
     static const std::vector<StageInfo> impls = implementations();
+    std::vector<StageKind> kinds;  // of each implementation (its object does no CUDA work yet)
+    for (const StageInfo& impl : impls)
+      kinds.push_back(impl.make()->kind());
     for (const StandardConfig& config : standard_configs()) {
-      for (const StageInfo& impl : impls) {
-        benchmark::RegisterBenchmark((impl.name + "/" + config_name(config)).c_str(),
-                                     [&impl, &config](benchmark::State& state) {
-                                       bench_implementation(state, impl, config);
+      for (std::size_t i = 0; i < impls.size(); ++i) {
+        const StageInfo& impl = impls[i];
+        const std::string name = impl.name + "/" + config_name(config);
+        benchmark::RegisterBenchmark(name.c_str(),
+                                     [&impl, &config, name](benchmark::State& state) {
+                                       bench_implementation(state, impl, config, name);
                                      })
             ->UseManualTime()
-            ->Iterations(kIterations)
+            ->Iterations(passes_of(kinds[i]).timed)
             ->Unit(benchmark::kMillisecond);
       }
     }
@@ -252,9 +501,11 @@ int main(int argc, char** argv) {
         return 1;
       }
       add_environment_context(collect_environment(0));
+      add_method_context(repetitions, interleaving);
     }
     benchmark::RunSpecifiedBenchmarks();
     benchmark::Shutdown();
+    cache().clear();
     return 0;
   } catch (const std::exception& error) {
     std::cerr << "lstm_bench: error: " << error.what() << "\n";

@@ -2,47 +2,66 @@
 # Measures every stage, every cuDNN algorithm and PyTorch's nn.LSTM over the standard
 # configurations (common/standard_configs.json, listed by build/bin/lstm_configs) on this
 # machine's GPU:
-#   DIR/bench.json      Google Benchmark JSON from build/bin/lstm_bench (with the environment)
-#   DIR/pytorch.jsonl   two records per configuration from baselines/pytorch/lstm_pytorch.py:
-#                       the forward pass ("pytorch"), checked against the CPU reference where the
-#                       whole sequence fits the reference's budget, and the training pass
-#                       ("pytorch_training", --training), every gradient checked where the
-#                       training reference (3x the forward's FLOPs) fits it (the same budget the
-#                       stages' checks use; lstm_configs says where)
+#   DIR/bench.json           Google Benchmark JSON from build/bin/lstm_bench, the forward part:
+#                            every forward stage and cuDNN's forward algorithms (with the
+#                            environment and how it measured as context)
+#   DIR/bench_training.json  the same for the training part: every training stage and cuDNN's
+#                            training algorithms
+#   DIR/pytorch.jsonl        two records per configuration from baselines/pytorch/lstm_pytorch.py:
+#                            the forward pass ("pytorch"), checked against the CPU reference where
+#                            the whole sequence fits the reference's budget, and the training pass
+#                            ("pytorch_training", --training), every gradient checked where the
+#                            training reference (3x the forward's FLOPs) fits it (the same budget
+#                            the stages' checks use; lstm_configs says where)
+# lstm_bench runs every benchmark 5 times (--benchmark_repetitions) with the repetitions of all
+# benchmarks in a random order (--benchmark_enable_random_interleaving); a repetition times 10
+# passes after 2 warm-up (a training pass: 3 after 1, of each of the whole pass, its forward and
+# its backward). Each repetition is an entry of the JSON; tables take the median of the
+# repetitions' medians, plots their spread. (The defaults live in lstm_bench: lstm_bench --help.)
+# On an H100 (estimated from the passes and the medians of results/h100-sxm/) the forward part
+# takes about 4 minutes and the training part 5 to 6, so each fits one 10-minute session.
 #
-# usage: scripts/bench.sh [--only cpp|pytorch|pytorch-training] [DIR]
-#   --only cpp       lstm_bench alone (DIR/bench.json)
-#   --only pytorch   the PyTorch part alone (appended to DIR/pytorch.jsonl)
-#   --only pytorch-training   PyTorch's training pass alone (appended to DIR/pytorch.jsonl)
-#                    (to split the bench over two runs, e.g. two time-limited GPU sessions;
-#                    default: both parts, lstm_bench first)
-#   DIR              default results/local/<gpu>
+# usage: scripts/bench.sh [--only PART] [DIR] [-- LSTM_BENCH_FLAGS...]
+#   --only forward           lstm_bench's forward part alone (DIR/bench.json)
+#   --only training          lstm_bench's training part alone (DIR/bench_training.json)
+#   --only cpp               both parts of lstm_bench, one after the other
+#   --only pytorch           the PyTorch part alone, forward and training (appended to
+#                            DIR/pytorch.jsonl)
+#   --only pytorch-training  PyTorch's training pass alone (appended to DIR/pytorch.jsonl)
+#                            (to split the bench over several runs, e.g. time-limited GPU
+#                            sessions; default: everything, lstm_bench's parts first)
+#   DIR                      default results/local/<gpu>
+#   LSTM_BENCH_FLAGS         passed on to lstm_bench, e.g. --benchmark_repetitions=3
 #   environment: BUILD_DIR (default build), PYTORCH_PYTHON (the python that has torch, default
 #                python3)
+# Compare two runs: scripts/compare_runs.py A/bench.json B/bench.json
 # Exit status: 0 done, 1 no GPU or a step failed, 2 a usage error.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-usage() { sed -n '13,22p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '/^# usage:/,/^# Exit status/p' "$0" | sed 's/^# \{0,1\}//'; }
 usage_error() { echo "bench: $*" >&2; usage >&2; exit 2; }
+parts="forward, training, cpp, pytorch or pytorch-training"
 only=
 dir=
+bench_flags=()
 while (($#)); do
   case $1 in
     --only)
-      (($# >= 2)) || usage_error "--only needs a value: cpp, pytorch or pytorch-training"
+      (($# >= 2)) || usage_error "--only needs a value: $parts"
       only=$2
       shift 2
       ;;
     --only=*) only=${1#*=}; shift ;;
     -h | --help) usage; exit 0 ;;
+    --) shift; bench_flags=("$@"); break ;;
     -*) usage_error "unknown option: $1" ;;
     *) [ -z "$dir" ] || usage_error "one DIR only (got $dir and $1)"; dir=$1; shift ;;
   esac
 done
 case $only in
-  "" | cpp | pytorch | pytorch-training) ;;
-  *) usage_error "--only takes cpp, pytorch or pytorch-training, got '$only'" ;;
+  "" | forward | training | cpp | pytorch | pytorch-training) ;;
+  *) usage_error "--only takes $parts, got '$only'" ;;
 esac
 
 build=${BUILD_DIR:-build}
@@ -54,15 +73,19 @@ fi
 dir=${dir:-results/local/$("$build/bin/lstm_gpu_info" --folder)}
 mkdir -p "$dir"
 
-if [ "$only" = "" ] || [ "$only" = cpp ]; then
-  echo "bench: lstm_bench -> $dir/bench.json"
-  "$build/bin/lstm_bench" --benchmark_out="$dir/bench.json" --benchmark_out_format=json
-fi
-if [ "$only" = cpp ]; then
-  echo "bench: done (lstm_bench only); results in $dir"
-  exit 0
-fi
-
+bench_part() {  # bench_part FILTER FILE: one part of lstm_bench
+  echo "bench: lstm_bench --benchmark_filter=$1 -> $2"
+  "$build/bin/lstm_bench" --benchmark_filter="$1" --benchmark_out="$2" \
+    --benchmark_out_format=json ${bench_flags[@]+"${bench_flags[@]}"}
+}
+case $only in "" | forward | cpp) bench_part -training "$dir/bench.json" ;; esac
+case $only in "" | training | cpp) bench_part training "$dir/bench_training.json" ;; esac
+case $only in
+  forward | training | cpp)
+    echo "bench: done (lstm_bench, --only $only); results in $dir"
+    exit 0
+    ;;
+esac
 echo "bench: PyTorch nn.LSTM, forward and training -> $dir/pytorch.jsonl"
 data=$(mktemp -d)
 trap 'rm -rf "$data"' EXIT

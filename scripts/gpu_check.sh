@@ -9,7 +9,8 @@
 #      training) on the same configs and on the committed fixtures, checks on (a training pass's
 #      gradients where the training reference fits the CPU reference's budget)
 #   5. compute-sanitizer memcheck, racecheck and synccheck on every stage at a small config
-#   6. the benchmarks (scripts/bench.sh): DIR/bench.json and DIR/pytorch.jsonl
+#   6. the benchmarks (scripts/bench.sh): DIR/bench.json, DIR/bench_training.json and
+#      DIR/pytorch.jsonl (about 10 minutes and more on an H100: bench.sh --only splits it)
 # Logs and results go into DIR. Exit status: 0 everything passed, 1 anything failed (the summary
 # says what) or no GPU, 2 a usage error.
 #

@@ -45,7 +45,7 @@ if gpu=$("$build/bin/lstm_gpu_info" 2>&1); then
   done
   echo
   if [ "${LSTM_SKIP_BENCH:-0}" != 1 ]; then
-    echo "run: the benchmarks (scripts/bench.sh: a few minutes; LSTM_SKIP_BENCH=1 skips them)"
+    echo "run: the benchmarks (scripts/bench.sh: over ten minutes on an H100; LSTM_SKIP_BENCH=1 skips them)"
     BUILD_DIR="$build" ./scripts/bench.sh "$folder"
   fi
   echo "run: drawing the plots (plots/make_plots.py)"
