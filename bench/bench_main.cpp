@@ -85,15 +85,23 @@ Passes passes_of(StageKind kind) {
 }
 
 /// Every implementation the benchmark times: the stages, then the cuDNN algorithms' forward
-/// passes, then their training passes ("cudnn_standard_training", ...).
+/// passes in FP32, FP16 and BF16 ("cudnn_standard", "cudnn_standard_fp16", ...), then their
+/// training passes ("cudnn_standard_training", "cudnn_standard_bf16_training", ...): forward
+/// before training, so that a configuration's data are made once per kind. The precision is in
+/// the name and in the label (precision=...). The FP16/BF16 stages round the float32 data as they
+/// convert it (the bench checks only that every output is finite).
 std::vector<StageInfo> implementations() {
   std::vector<StageInfo> list = all_stages();
 #ifdef LSTM_BENCH_HAVE_CUDNN
-  for (baseline_cudnn::Algo algo : baseline_cudnn::all_algos()) {
-    list.push_back(baseline_cudnn::stage_info(algo));
+  for (Precision precision : baseline_cudnn::all_precisions()) {
+    for (baseline_cudnn::Algo algo : baseline_cudnn::all_algos()) {
+      list.push_back(baseline_cudnn::stage_info(algo, precision));
+    }
   }
-  for (baseline_cudnn::Algo algo : baseline_cudnn::all_algos()) {
-    list.push_back(baseline_cudnn::training_stage_info(algo));
+  for (Precision precision : baseline_cudnn::all_precisions()) {
+    for (baseline_cudnn::Algo algo : baseline_cudnn::all_algos()) {
+      list.push_back(baseline_cudnn::training_stage_info(algo, precision));
+    }
   }
 #endif
   return list;

@@ -23,6 +23,7 @@
 #include "core/command_line.h"
 #include "core/named_tensor.h"
 #include "core/npy.h"
+#include "core/quantize.h"
 #include "lstm_reference.h"
 #include "lstm_reference_backward.h"
 
@@ -156,6 +157,7 @@ int main(int argc, char** argv) {
   try {
     std::string save_dir;
     bool save_given = false, no_reference = false, training = false, fits_budget = false;
+    std::string precision_text = "fp32";
     lstm::SharedFlags flags;
     flags.timing = flags.check = flags.json = false;  // nothing is timed, checked or recorded
     const lstm::RunOptions options = lstm::parse_command_line(
@@ -178,6 +180,14 @@ int main(int argc, char** argv) {
                        "the upstream gradients dy, dhy, dcy (from the --load folder, or generated "
                        "from the seed when it has none); --save-inputs also writes dy, dhy, dcy, "
                        "--dump also dx, dh0, dc0 and every grad_{weight,bias}_{ih,hh}_l{k}");
+          app.add_option("--precision", precision_text,
+                         "fp32, or fp16 or bf16: round every input (x, h0, c0, weights, biases; "
+                         "with --training dy, dhy, dcy) to that precision (nearest, ties to even) "
+                         "first, as the harness does for such an implementation: --save-inputs "
+                         "writes the rounded values and the reference is theirs (for "
+                         "lstm_pytorch.py --precision)")
+              ->check(CLI::IsMember({"fp32", "fp16", "bf16"}))
+              ->capture_default_str();
           app.add_flag("--fits-budget", fits_budget,
                        "print \"yes: ...\" if the reference of this problem (with --training: the "
                        "training reference) fits the FLOP budget the checks keep to, else "
@@ -215,8 +225,8 @@ int main(int argc, char** argv) {
       return 0;
     }
     if (loading) std::cout << "load: reading " << options.load_dir << " ..." << std::endl;
-    const lstm::LstmParams params = !loading ? lstm::generate_params(options.size, options.seed)
-                                             : lstm::load_params(options.load_dir, options.given);
+    lstm::LstmParams params = !loading ? lstm::generate_params(options.size, options.seed)
+                                       : lstm::load_params(options.load_dir, options.given);
     const lstm::ProblemSize& size = params.size;
     // The upstream gradients: read (and checked) before anything is written.
     std::optional<lstm::UpstreamGradients> upstream;
@@ -226,6 +236,14 @@ int main(int argc, char** argv) {
       if (upstream_generated) {
         std::cout << "upstream: dy, dhy, dcy generated from seed " << options.seed << "\n";
       }
+    }
+    const lstm::Precision precision = precision_text == "fp16"   ? lstm::Precision::kFp16
+                                      : precision_text == "bf16" ? lstm::Precision::kBf16
+                                                                 : lstm::Precision::kFp32;
+    if (precision != lstm::Precision::kFp32) {
+      lstm::quantize_problem(precision, params, upstream ? &*upstream : nullptr);
+      std::cout << "precision: every input rounded to " << lstm::precision_name(precision)
+                << " (nearest, ties to even); the reference is of the rounded values\n";
     }
     if (!save_dir.empty()) {
       save_inputs(save_dir, params, upstream ? &*upstream : nullptr);

@@ -1,6 +1,8 @@
-# The benchmark must list every registered stage at every standard configuration (as lstm_configs
-# reads common/standard_configs.json) and no configuration that is not standard.
-# usage: cmake -DBENCH=... -DCONFIGS=... -DSTAGES="forward/00_naive;..." -P bench_lists_configs.cmake
+# The benchmark must list every registered stage, and every baseline named in BASELINES (the
+# cuDNN stages in each precision, where cuDNN was found), at every standard configuration (as
+# lstm_configs reads common/standard_configs.json) and no configuration that is not standard.
+# usage: cmake -DBENCH=... -DCONFIGS=... -DSTAGES="forward/00_naive;..."
+#              [-DBASELINES="cudnn_standard;cudnn_standard_fp16;..."] -P bench_lists_configs.cmake
 cmake_policy(SET CMP0007 NEW)
 execute_process(COMMAND ${BENCH} --benchmark_list_tests OUTPUT_VARIABLE listed RESULT_VARIABLE code)
 if(NOT code EQUAL 0)
@@ -17,7 +19,7 @@ if(config_count LESS 3)
   message(FATAL_ERROR "lstm_configs listed ${config_count} configurations")
 endif()
 set(missing 0)
-foreach(stage IN LISTS STAGES)
+foreach(stage IN LISTS STAGES BASELINES)
   foreach(name IN LISTS names)
     string(FIND "\n${listed}" "\n${stage}/${name}/iterations:" at)
     if(at EQUAL -1)
@@ -41,4 +43,6 @@ if(missing GREATER 0)
   message(FATAL_ERROR "${missing} problem(s)")
 endif()
 list(LENGTH STAGES stage_count)
-message(STATUS "every one of ${stage_count} stages at each of ${config_count} standard configurations")
+list(LENGTH BASELINES baseline_count)
+message(STATUS "every one of ${stage_count} stages and ${baseline_count} baselines at each of "
+               "${config_count} standard configurations")

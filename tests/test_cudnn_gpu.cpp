@@ -14,6 +14,7 @@
 #include <tuple>
 #include <vector>
 
+#include "core/quantize.h"
 #include "cudnn_lstm.h"
 #include "gpu_test_support.h"
 #include "harness/checked_run.h"
@@ -304,6 +305,230 @@ TEST(CudnnStandardTraining, SupportsTheCanonicalConfig) {
         << tensor.name << " has NaN/Inf (unwritten) elements";
   }
 }
+
+// ---- FP16 and BF16: every algorithm, forward and training, on data rounded to the precision. ---
+//
+// Each case rounds its inputs (and upstream gradients) to the precision on the host, as
+// run_stages does, and checks against the FP64 reference of those very values, within the
+// stage's (provisional) reduced-precision bounds. Every output must also be a value of the
+// precision (cuDNN wrote FP16/BF16, converted exactly to float32): nothing FP32 passes as FP16.
+// A refusal is a skip only when it is cuDNN's own ("cuDNN x.y.z refuses it: ..."), never a pass;
+// any other reason not to run fails. The measured errors are printed ([ MEASURED ]) for the
+// bounds' next revision.
+
+const std::vector<Precision>& reduced_precisions() {
+  static const std::vector<Precision> list = {Precision::kFp16, Precision::kBf16};
+  return list;
+}
+
+/// Whether `refused` (prepare_stage's answer) is cuDNN refusing the configuration.
+bool is_cudnn_refusal(const std::string& refused) {
+  return refused.rfind("cuDNN ", 0) == 0 && refused.find(" refuses it: ") != std::string::npos;
+}
+
+/// Checks `outputs` of `stage` against the reference of the (rounded) `params`: passes within
+/// the stage's bounds, all `expected_tensors` compared, every value one of the precision's.
+void expect_reduced_precision_pass(const Stage& stage, const std::string& name,
+                                   const LstmParams& params,
+                                   const std::vector<OutputTensor>& outputs,
+                                   std::size_t expected_tensors,
+                                   const UpstreamGradients* upstream = nullptr) {
+  const Precision precision = stage.precision();
+  const CheckReport report = testing::check_against_reference(stage, params, outputs, upstream);
+  EXPECT_TRUE(report.passed()) << name << " " << params.size.describe() << "\n"
+                               << report.describe();
+  EXPECT_EQ(report.tensors.size(), expected_tensors) << report.describe();
+  EXPECT_TRUE(report.not_checked.empty()) << report.describe();
+  for (const TensorCheck& tensor : report.tensors) {
+    std::cout << "[ MEASURED ] " << name << " " << params.size.describe() << " " << tensor.name
+              << " relative_norm " << tensor.relative_norm << " max_absolute "
+              << tensor.max_absolute << " (bound " << tensor.bound.max_relative_norm << ", "
+              << tensor.bound.max_absolute << ")\n";
+  }
+  for (const OutputTensor& tensor : outputs) {
+    std::size_t not_representable = 0;
+    for (float value : tensor.values)
+      if (!representable(value, precision)) ++not_representable;
+    EXPECT_EQ(not_representable, 0u) << name << ": " << tensor.name << " holds values that are not "
+                                     << precision_name(precision);
+  }
+}
+
+/// Skips (cuDNN's own refusal, with its message) or fails (any other reason) for `refused`.
+#define SKIP_ONLY_FOR_CUDNN_REFUSAL(name, size, refused)                                     \
+  do {                                                                                       \
+    if (!is_cudnn_refusal(refused)) {                                                        \
+      FAIL() << (name) << " did not run " << (size).describe() << ", and not because cuDNN " \
+             << "refused it: " << (refused);                                                 \
+    }                                                                                        \
+    GTEST_SKIP() << (name) << " refused " << (size).describe() << ": " << (refused);         \
+  } while (0)
+
+class CudnnReducedVsReference
+    : public ::testing::TestWithParam<std::tuple<std::size_t, std::size_t, std::size_t>> {};
+
+TEST_P(CudnnReducedVsReference, MatchesTheReferenceOfTheRoundedInputs) {
+  SKIP_WITHOUT_GPU();
+  const cudnn::Algo algo = cudnn::all_algos().at(std::get<0>(GetParam()));
+  const Precision precision = reduced_precisions().at(std::get<1>(GetParam()));
+  const Shape& shape = shapes()[std::get<2>(GetParam())];
+  LstmParams params = generate_params(shape.size, 42);
+  quantize_problem(precision, params);
+  const StageInfo info = cudnn::stage_info(algo, precision);
+  std::unique_ptr<Stage> stage = info.make();
+  ASSERT_EQ(stage->precision(), precision);
+  std::vector<std::vector<OutputTensor>> runs;
+  std::string refused;
+  if (!run_algo(info, *stage, params, &runs, &refused)) {
+    SKIP_ONLY_FOR_CUDNN_REFUSAL(info.name, shape.size, refused);
+  }
+  for (const std::vector<OutputTensor>& run : runs)
+    expect_reduced_precision_pass(*stage, info.name, params, run, 3);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    AllAlgos, CudnnReducedVsReference,
+    ::testing::Combine(::testing::Range<std::size_t>(0, cudnn::all_algos().size()),
+                       ::testing::Range<std::size_t>(0, reduced_precisions().size()),
+                       ::testing::Range<std::size_t>(0, shapes().size())),
+    [](const ::testing::TestParamInfo<CudnnReducedVsReference::ParamType>& info) {
+      return cudnn::stage_name(cudnn::all_algos().at(std::get<0>(info.param)),
+                               reduced_precisions().at(std::get<1>(info.param)),
+                               StageKind::kForward) +
+             "_" + shapes()[std::get<2>(info.param)].label;
+    });
+
+class CudnnReducedTrainingVsReference
+    : public ::testing::TestWithParam<std::tuple<std::size_t, std::size_t, std::size_t>> {};
+
+TEST_P(CudnnReducedTrainingVsReference, MatchesTheReferenceOfTheRoundedInputsOnEveryGradient) {
+  SKIP_WITHOUT_GPU();
+  const cudnn::Algo algo = cudnn::all_algos().at(std::get<0>(GetParam()));
+  const Precision precision = reduced_precisions().at(std::get<1>(GetParam()));
+  const Shape& shape = training_shapes()[std::get<2>(GetParam())];
+  LstmParams params = generate_params(shape.size, 42);
+  UpstreamGradients upstream = generate_upstream(shape.size, 42);
+  quantize_problem(precision, params, &upstream);
+  const StageInfo info = cudnn::training_stage_info(algo, precision);
+  std::unique_ptr<Stage> stage = info.make();
+  ASSERT_EQ(stage->kind(), StageKind::kTraining);
+  ASSERT_EQ(stage->precision(), precision);
+  std::vector<std::vector<OutputTensor>> runs;
+  std::string refused;
+  if (!run_algo(info, *stage, params, &runs, &refused, &upstream)) {
+    SKIP_ONLY_FOR_CUDNN_REFUSAL(info.name, shape.size, refused);
+  }
+  const std::size_t expected = output_layouts(shape.size, StageKind::kTraining).size();
+  for (const std::vector<OutputTensor>& run : runs)
+    expect_reduced_precision_pass(*stage, info.name, params, run, expected, &upstream);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    AllAlgos, CudnnReducedTrainingVsReference,
+    ::testing::Combine(::testing::Range<std::size_t>(0, cudnn::all_algos().size()),
+                       ::testing::Range<std::size_t>(0, reduced_precisions().size()),
+                       ::testing::Range<std::size_t>(0, training_shapes().size())),
+    [](const ::testing::TestParamInfo<CudnnReducedTrainingVsReference::ParamType>& info) {
+      return cudnn::stage_name(cudnn::all_algos().at(std::get<0>(info.param)),
+                               reduced_precisions().at(std::get<1>(info.param)),
+                               StageKind::kTraining) +
+             "_" + training_shapes()[std::get<2>(info.param)].label;
+    });
+
+// The committed PyTorch fixtures' data (forward; training with its dy, dhy, dcy), rounded to the
+// precision: against the FP64 reference of the rounded values (the fixtures' own outputs are
+// PyTorch's of the unrounded ones, so they are not the reference here).
+class CudnnReducedOnFixtures
+    : public ::testing::TestWithParam<std::tuple<std::size_t, std::size_t, bool>> {};
+
+TEST_P(CudnnReducedOnFixtures, MatchesTheReferenceOfTheRoundedFixture) {
+  SKIP_WITHOUT_GPU();
+  const cudnn::Algo algo = cudnn::all_algos().at(std::get<0>(GetParam()));
+  const Precision precision = reduced_precisions().at(std::get<1>(GetParam()));
+  const bool training = std::get<2>(GetParam());
+  const std::string dir = std::string(LSTM_TEST_DATA_DIR) +
+                          (training ? "/pytorch_training_fixture" : "/pytorch_fixture");
+  LstmParams params = load_params(dir, {});
+  UpstreamGradients upstream;
+  if (training) {
+    ASSERT_TRUE(has_upstream_files(dir)) << dir << " lacks dy.npy, dhy.npy, dcy.npy";
+    upstream = load_upstream(dir, params.size, /*seed (unused)=*/0);
+  }
+  quantize_problem(precision, params, training ? &upstream : nullptr);
+  const StageInfo info =
+      training ? cudnn::training_stage_info(algo, precision) : cudnn::stage_info(algo, precision);
+  std::unique_ptr<Stage> stage = info.make();
+  std::vector<std::vector<OutputTensor>> runs;
+  std::string refused;
+  if (!run_algo(info, *stage, params, &runs, &refused, training ? &upstream : nullptr)) {
+    SKIP_ONLY_FOR_CUDNN_REFUSAL(info.name, params.size, refused);
+  }
+  const std::size_t expected =
+      output_layouts(params.size, training ? StageKind::kTraining : StageKind::kForward).size();
+  for (const std::vector<OutputTensor>& run : runs) {
+    expect_reduced_precision_pass(*stage, info.name, params, run, expected,
+                                  training ? &upstream : nullptr);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    AllAlgos, CudnnReducedOnFixtures,
+    ::testing::Combine(::testing::Range<std::size_t>(0, cudnn::all_algos().size()),
+                       ::testing::Range<std::size_t>(0, reduced_precisions().size()),
+                       ::testing::Bool()),
+    [](const ::testing::TestParamInfo<CudnnReducedOnFixtures::ParamType>& info) {
+      const bool training = std::get<2>(info.param);
+      return cudnn::stage_name(cudnn::all_algos().at(std::get<0>(info.param)),
+                               reduced_precisions().at(std::get<1>(info.param)),
+                               training ? StageKind::kTraining : StageKind::kForward) +
+             "_fixture";
+    });
+
+// cuDNN's STANDARD algorithm must accept the canonical configuration in FP16 and BF16, forward
+// and training (the benchmark's first rows): prepare must not refuse, and a pass must write
+// every output with finite values of the precision (no reference run: it is large).
+class CudnnReducedStandard : public ::testing::TestWithParam<std::tuple<std::size_t, bool>> {};
+
+TEST_P(CudnnReducedStandard, SupportsTheCanonicalConfig) {
+  SKIP_WITHOUT_GPU();
+  const Precision precision = reduced_precisions().at(std::get<0>(GetParam()));
+  const bool training = std::get<1>(GetParam());
+  const ProblemSize size;  // the canonical config
+  LstmParams params = generate_params(size, 1);
+  UpstreamGradients upstream = generate_upstream(size, 1);
+  quantize_problem(precision, params, &upstream);
+  std::unique_ptr<Stage> stage =
+      training ? std::unique_ptr<Stage>(cudnn::make_training(cudnn::Algo::kStandard, precision))
+               : cudnn::make(cudnn::Algo::kStandard, precision);
+  DeviceProblem problem(params, training ? &upstream : nullptr);
+  const std::string refused = prepare_stage(*stage, problem);
+  ASSERT_EQ(refused, "") << cudnn::stage_name(cudnn::Algo::kStandard, precision, stage->kind())
+                         << " refuses the canonical config " << size.describe();
+  cudaStream_t stream;
+  CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  const auto outputs = run_for_check(*stage, problem, stream);  // poisons first
+  CUDA_CHECK(cudaStreamDestroy(stream));
+  ASSERT_EQ(outputs.size(),
+            output_layouts(size, training ? StageKind::kTraining : StageKind::kForward).size());
+  for (const OutputTensor& tensor : outputs) {
+    EXPECT_EQ(count_nonfinite(tensor.values), 0u)
+        << tensor.name << " has NaN/Inf (unwritten) elements";
+    std::size_t not_representable = 0;
+    for (float value : tensor.values)
+      if (!representable(value, precision)) ++not_representable;
+    EXPECT_EQ(not_representable, 0u) << tensor.name;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Precisions, CudnnReducedStandard,
+    ::testing::Combine(::testing::Range<std::size_t>(0, reduced_precisions().size()),
+                       ::testing::Bool()),
+    [](const ::testing::TestParamInfo<CudnnReducedStandard::ParamType>& info) {
+      return cudnn::stage_name(
+          cudnn::Algo::kStandard, reduced_precisions().at(std::get<0>(info.param)),
+          std::get<1>(info.param) ? StageKind::kTraining : StageKind::kForward);
+    });
 
 }  // namespace
 }  // namespace lstm

@@ -10,9 +10,11 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "core/quantize.h"
 #include "gpu_test_support.h"
 #include "harness/checked_run.h"
 #include "harness/stage_main.h"
@@ -60,8 +62,9 @@ std::pair<int, nlohmann::json> run_through_harness(std::unique_ptr<Stage> stage,
 /// The check of `stage` (flags applied) against the CPU reference, through checked_run.h.
 CheckReport check_in_process(std::unique_ptr<Stage> stage, const std::vector<std::string>& flags) {
   apply_stage_flags(*stage, flags);
-  const LstmParams params = generate_params(kSize, 5);
-  const UpstreamGradients upstream = generate_upstream(kSize, 5);
+  LstmParams params = generate_params(kSize, 5);
+  UpstreamGradients upstream = generate_upstream(kSize, 5);
+  quantize_problem(stage->precision(), params, &upstream);  // as run_stages does
   const bool training = stage->kind() == StageKind::kTraining;
   const auto outputs = testing::run_twice(*stage, params, "oracle", training ? &upstream : nullptr);
   return testing::check_against_reference(*stage, params, outputs, training ? &upstream : nullptr);
@@ -114,6 +117,9 @@ TEST(HarnessOtherPrecision, Fp16StageIsCheckedWithItsOwnBoundAndRecordedAsFp16) 
   ASSERT_FALSE(record.is_null());
   EXPECT_EQ(record["kind"], "forward");
   EXPECT_EQ(record["precision"], "fp16");
+  // run_stages rounded the data to FP16 (the oracle refuses anything else) and says so.
+  EXPECT_NE(record["data"].get<std::string>().find("rounded to fp16"), std::string::npos)
+      << record["data"];
   EXPECT_EQ(record["check"]["tensors"]["y"]["bound"]["relative_norm"], 1e-3);
   EXPECT_EQ(record["check"]["tensors"]["cy"]["bound"]["max_absolute"], 4e-3);
   // Its errors are those of FP16 rounding: the FP32 bound would fail them.
@@ -130,6 +136,25 @@ TEST(HarnessOtherPrecision, ABrokenFp16OutputFails) {
   ASSERT_NE(report.worst(), nullptr);
   EXPECT_EQ(report.worst()->name, "y");
   EXPECT_FALSE(check_in_process(stage_selftest_01_oracle_fp16::make(), {}).tensors.empty());
+}
+
+// One run has one data set, rounded for one precision: implementations of two precisions cannot
+// share it (no GPU needed).
+TEST(HarnessOtherPrecision, OneRunHasOnePrecision) {
+  std::vector<Implementation> mixed;
+  mixed.push_back({"selftest/01_oracle_fp16", "selftest", stage_selftest_01_oracle_fp16::make()});
+  EXPECT_EQ(run_precision(mixed), Precision::kFp16);
+  mixed.push_back(
+      {"selftest/00_oracle_training", "selftest", stage_selftest_00_oracle_training::make()});
+  try {
+    run_precision(mixed);
+    ADD_FAILURE() << "an FP16 and an FP32 implementation were accepted in one run";
+  } catch (const std::invalid_argument& error) {
+    EXPECT_NE(std::string(error.what()).find("selftest/00_oracle_training is fp32"),
+              std::string::npos)
+        << error.what();
+  }
+  EXPECT_EQ(run_precision({}), Precision::kFp32);
 }
 
 }  // namespace

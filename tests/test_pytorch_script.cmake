@@ -62,6 +62,8 @@ expect("zero hidden" 2 "--hidden" --hidden 0 --no-check)
 expect("negative batch" 2 "--batch" --batch -4 --no-check)
 expect("no data to check against" 2 "--load DIR.*or --no-check" --hidden 64)
 expect("help lists --training" 0 "--training.*training pass.*autograd.grad" --help)
+expect("help lists --precision" 0 "--precision \\{fp32,fp16,bf16\\}" --help)
+expect("bad precision" 2 "argument --precision: invalid choice: 'bogus'" --precision bogus --no-check)
 expect("seed with load" 2 "--seed 5 has no effect: the data come from" --load ${FIXTURE} --seed 5)
 expect("training: seed with loaded dy, dhy, dcy" 2 "--seed 5 has no effect: .*\\(dy, dhy and dcy too\\)"
        --training --load ${TRAINING_FIXTURE} --seed 5)
@@ -69,6 +71,11 @@ expect("seed above 2^64 - 1" 2 "--seed" --training --no-check --seed 18446744073
 expect("dump onto a file" 2 "--dump .*exists and is not a folder" --training --no-check --dump ${SCRIPT})
 expect("json onto a folder" 2 "--json .*is a folder" --training --no-check --json ${FIXTURE})
 if(have_numpy)
+  # FP16 data checked against a reference of float32 inputs would measure the rounding of the
+  # inputs: refused (before torch is needed), naming the way to make a fitting folder.
+  expect("precision on unrounded data" 1
+         "not fp16, so the reference there is not of the fp16 inputs.*lstm_reference --precision fp16"
+         --precision fp16 --load ${FIXTURE})
   expect("flag disagrees with the files" 1 "--hidden 5 disagrees with .*h0.npy"
          --load ${FIXTURE} --hidden 5)
   expect("training: flag disagrees with the files" 1 "--layers 2 disagrees with .*h0.npy"

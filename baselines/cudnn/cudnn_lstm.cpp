@@ -29,6 +29,17 @@
  * would fail the 1e-5 relative-norm check. CUDNN_FMA_MATH restricts cuDNN to FP32 FMA kernels,
  * so the comparison is like for like.
  *
+ * Reduced precision (lstm_cudnn --precision fp16|bf16; stages "cudnn_<algo>_fp16", "..._bf16"):
+ * the network's data and weights are FP16 or BF16, with CUDNN_TENSOR_OP_MATH and FP32 math
+ * precision (the tensor cores' FP32 accumulation; the settings PyTorch uses for a half-precision
+ * LSTM). The harness's tensors stay float32, so each forward() converts x, h0, c0 into FP16/BF16
+ * buffers first (round to nearest even) and y, hy, cy back after, on the same stream, inside the
+ * timed region: a few element-wise kernels over T*B*(I+H) elements, which PyTorch, whose tensors
+ * already are FP16, does not pay. The weights are converted once, in prepare(). The harness has
+ * already rounded every input to the precision (core/quantize.h), so the conversions in change
+ * nothing, and the check measures cuDNN's arithmetic and the rounding of its outputs, against
+ * reduced_precision_tolerance (provisional bounds).
+ *
  * How PyTorch's layout maps onto cuDNN's weight space: cuDNN keeps every weight and bias in one
  * buffer (the "weight space", cudnnGetRNNWeightSpaceSize). cudnnGetRNNWeightParams gives, for a
  * layer and a "linear layer" ID, the address and shape of one matrix and its bias:
@@ -54,6 +65,8 @@
 #include <cstddef>
 #include <memory>
 #include <stdexcept>
+#include <string>
+#include <vector>
 
 #include "cudnn_rnn.h"
 #include "harness/cuda_utils.h"
@@ -63,20 +76,28 @@ namespace {
 
 class CudnnStage final : public Stage {
  public:
-  explicit CudnnStage(Algo algo) : algo_(algo) {}
+  CudnnStage(Algo algo, Precision precision) : algo_(algo), precision_(precision) {}
+
+  Precision precision() const override { return precision_; }
+
+  /// FP32: the FP32 bound; FP16 and BF16: the provisional reduced-precision bounds.
+  Tolerance tolerance(const std::string& tensor) const override {
+    return reduced_precision_tolerance(precision_, tensor);
+  }
 
   /// An estimate (cuDNN's sizes need a handle, which needs the GPU): the weight space (all
   /// parameters), a workspace of one layer's input-GEMM results (T*B*4H) plus two (T, B, H)
   /// layer outputs, and a margin for the dropout states (a few MiB, unused at dropout 0).
   std::size_t workspace_bytes(const ProblemSize& s) const override {
-    return parameter_bytes(s) + estimated_forward_workspace_bytes(s) + kDropoutStatesMargin;
+    return parameter_bytes(s) + estimated_forward_workspace_bytes(s) +
+           staging_bytes(s, precision_, /*training=*/false) + kDropoutStatesMargin;
   }
 
   void prepare(const DeviceTensors& t) override {
     if (lstm_) throw std::logic_error("cuDNN stage: prepare() called twice");
     // Handle, descriptors and the weight space, filled from the harness's PyTorch-layout
     // tensors (cudnn_rnn.cpp: every block cuDNN reports is checked before the copy).
-    lstm_ = std::make_unique<CudnnLstm>(algo_, t.size);
+    lstm_ = std::make_unique<CudnnLstm>(algo_, t.size, precision_);
     lstm_->upload_parameters(t);
 
     // Workspace (and reserve space, which inference does not need: expected 0).
@@ -106,6 +127,7 @@ class CudnnStage final : public Stage {
   }
 
   Algo algo_;
+  Precision precision_;
   std::unique_ptr<CudnnLstm> lstm_;
   DeviceBuffer<unsigned char> workspace_;
   DeviceBuffer<unsigned char> reserve_space_;
@@ -136,12 +158,30 @@ Algo algo_from_name(const std::string& name) {
                               "\" (standard, persist_static or persist_dynamic)");
 }
 
-std::unique_ptr<Stage> make(Algo algo) {
-  return std::make_unique<CudnnStage>(algo);
+std::vector<Precision> all_precisions() {
+  return {Precision::kFp32, Precision::kFp16, Precision::kBf16};
 }
 
-StageInfo stage_info(Algo algo) {
-  return {"cudnn_" + algo_name(algo), "", [algo] { return make(algo); }};
+Precision precision_from_name(const std::string& name) {
+  for (Precision precision : all_precisions())
+    if (name == precision_name(precision)) return precision;
+  throw std::invalid_argument("unknown precision \"" + name + "\" (fp32, fp16 or bf16)");
+}
+
+std::string stage_name(Algo algo, Precision precision, StageKind kind) {
+  std::string name = "cudnn_" + algo_name(algo);
+  if (precision != Precision::kFp32) name += std::string("_") + precision_name(precision);
+  if (kind == StageKind::kTraining) name += "_training";
+  return name;
+}
+
+std::unique_ptr<Stage> make(Algo algo, Precision precision) {
+  return std::make_unique<CudnnStage>(algo, precision);
+}
+
+StageInfo stage_info(Algo algo, Precision precision) {
+  return {stage_name(algo, precision, StageKind::kForward), "",
+          [algo, precision] { return make(algo, precision); }};
 }
 
 }  // namespace lstm::baseline_cudnn

@@ -34,21 +34,38 @@ std::string algo_name(Algo algo);
 /// \throws std::invalid_argument for any other name.
 Algo algo_from_name(const std::string& name);
 
-/// A fresh cuDNN stage running `algo`. Its prepare() throws UnsupportedError (with cuDNN's
-/// message) when cuDNN refuses the configuration for that algorithm.
-std::unique_ptr<Stage> make(Algo algo);
+/// Every precision the baseline runs in, FP32 first: FP32 (FMA math, no TF32), then FP16 and
+/// BF16 (tensor-op math, FP32 accumulation).
+std::vector<Precision> all_precisions();
 
-/// Name ("cudnn_" + algo_name, e.g. "cudnn_standard") and factory of the stage for `algo`.
-StageInfo stage_info(Algo algo);
+/// The precision named `name` ("fp32", "fp16", "bf16": precision_name's spelling, the values of
+/// --precision).
+/// \throws std::invalid_argument for any other name.
+Precision precision_from_name(const std::string& name);
 
-/// A fresh cuDNN training stage (kind() == StageKind::kTraining) running `algo`: forward() is
-/// cuDNN's training-mode forward pass, backward() its data and weight gradients, written into
-/// the harness's PyTorch-layout gradient buffers. Its prepare() throws UnsupportedError (with
-/// cuDNN's message) when cuDNN refuses the configuration for that algorithm.
-std::unique_ptr<TrainingStage> make_training(Algo algo);
+/// The name of the stage for `algo` in `precision` and of `kind`: "cudnn_" + algo_name, then
+/// "_fp16" or "_bf16" for a reduced precision (nothing for FP32, the names the records have
+/// always had), then "_training" for a training stage. E.g. "cudnn_standard",
+/// "cudnn_persist_static_fp16", "cudnn_standard_bf16_training".
+std::string stage_name(Algo algo, Precision precision, StageKind kind);
 
-/// Name ("cudnn_" + algo_name + "_training", e.g. "cudnn_standard_training"), series "" and
-/// factory of the training stage for `algo`.
-StageInfo training_stage_info(Algo algo);
+/// A fresh cuDNN stage running `algo` in `precision`. Its prepare() throws UnsupportedError (with
+/// cuDNN's message) when cuDNN refuses the configuration for that algorithm and precision.
+std::unique_ptr<Stage> make(Algo algo, Precision precision = Precision::kFp32);
+
+/// Name (stage_name, e.g. "cudnn_standard", "cudnn_standard_fp16") and factory of the stage for
+/// `algo` in `precision`.
+StageInfo stage_info(Algo algo, Precision precision = Precision::kFp32);
+
+/// A fresh cuDNN training stage (kind() == StageKind::kTraining) running `algo` in `precision`:
+/// forward() is cuDNN's training-mode forward pass, backward() its data and weight gradients,
+/// written into the harness's PyTorch-layout gradient buffers. Its prepare() throws
+/// UnsupportedError (with cuDNN's message) when cuDNN refuses the configuration for that
+/// algorithm and precision.
+std::unique_ptr<TrainingStage> make_training(Algo algo, Precision precision = Precision::kFp32);
+
+/// Name (stage_name, e.g. "cudnn_standard_training", "cudnn_standard_bf16_training"), series ""
+/// and factory of the training stage for `algo` in `precision`.
+StageInfo training_stage_info(Algo algo, Precision precision = Precision::kFp32);
 
 }  // namespace lstm::baseline_cudnn

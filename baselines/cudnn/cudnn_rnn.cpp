@@ -46,13 +46,26 @@ struct Block {
   std::string label;  ///< "layer 1 linLayerID 5 matrix"
 };
 
-/// Requires that `desc` (as cudnnGetRNNWeightParams filled it) describes float32 data laid out
-/// exactly as a packed row-major array of shape `expected` (unit dimensions aside), and that
-/// `address` lies, 4-byte aligned, inside the space. Returns the block it occupies.
+cudnnDataType_t to_cudnn(Precision precision) {
+  switch (precision) {
+    case Precision::kFp16:
+      return CUDNN_DATA_HALF;
+    case Precision::kBf16:
+      return CUDNN_DATA_BFLOAT16;
+    default:
+      return CUDNN_DATA_FLOAT;
+  }
+}
+
+/// Requires that `desc` (as cudnnGetRNNWeightParams filled it) describes data of `element` (the
+/// network's type) laid out exactly as a packed row-major array of shape `expected` (unit
+/// dimensions aside), and that `address` lies, aligned to an element, inside the space. Returns
+/// the block it occupies.
 /// \throws std::runtime_error naming the space, the block and both shapes otherwise.
 Block check_block(cudnnTensorDescriptor_t desc, const void* address, const void* space_begin,
-                  std::size_t space_bytes, const std::vector<int>& expected,
-                  const std::string& space_name, const std::string& label) {
+                  std::size_t space_bytes, const std::vector<int>& expected, ElementType element,
+                  cudnnDataType_t element_type_cudnn, const std::string& space_name,
+                  const std::string& label) {
   constexpr int kMaxDims = 8;
   cudnnDataType_t type{};
   int dims_count = 0;
@@ -72,7 +85,7 @@ Block check_block(cudnnTensorDescriptor_t desc, const void* address, const void*
   wanted << "row-major {";
   for (std::size_t d = 0; d < expected.size(); ++d)
     wanted << (d ? ", " : "") << expected[d];
-  wanted << "} float32";
+  wanted << "} " << element_type_name(element);
   auto fail = [&](const std::string& why) {
     throw std::runtime_error("cuDNN " + space_name + ", " + label + ": " + why +
                              " (cuDNN reports " + reported.str() +
@@ -80,7 +93,9 @@ Block check_block(cudnnTensorDescriptor_t desc, const void* address, const void*
   };
 
   if (dims_count < 1 || dims_count > kMaxDims) fail("unexpected number of dimensions");
-  if (type != CUDNN_DATA_FLOAT) fail("data type is not CUDNN_DATA_FLOAT");
+  if (type != element_type_cudnn) {
+    fail(std::string("data type is not the network's (") + element_type_name(element) + ")");
+  }
   // The dimensions larger than 1 must be the expected ones, in order; those of size 1 (e.g. the
   // leading 1 of cuDNN's {1, rows, cols}) do not change the memory layout.
   std::vector<int> reported_big, expected_big;
@@ -99,14 +114,14 @@ Block check_block(cudnnTensorDescriptor_t desc, const void* address, const void*
   const auto* begin = static_cast<const unsigned char*>(space_begin);
   const auto* at = static_cast<const unsigned char*>(address);
   Block block;
-  block.bytes = static_cast<std::size_t>(inner) * sizeof(float);
+  block.bytes = static_cast<std::size_t>(inner) * element_bytes(element);
   block.label = label;
   if (at == nullptr || at < begin || static_cast<std::size_t>(at - begin) > space_bytes ||
       space_bytes - static_cast<std::size_t>(at - begin) < block.bytes) {
     fail("address outside the " + space_name);
   }
   block.offset = static_cast<std::size_t>(at - begin);
-  if (block.offset % sizeof(float) != 0) fail("address not aligned to a float");
+  if (block.offset % element_bytes(element) != 0) fail("address not aligned to an element");
   return block;
 }
 
@@ -192,10 +207,14 @@ std::vector<DeviceCopy> merge_contiguous(std::vector<BlockCopy> copies) {
     if (previous != nullptr && previous->layer == each.layer &&
         previous->parameter == each.parameter) {
       DeviceCopy& last = merged.back();
-      const auto* last_destination_end = static_cast<unsigned char*>(last.destination) + last.bytes;
-      const auto* last_source_end = static_cast<const unsigned char*>(last.source) + last.bytes;
-      if (each.copy.destination == last_destination_end && each.copy.source == last_source_end) {
-        last.bytes += each.copy.bytes;
+      const auto* last_destination_end = static_cast<unsigned char*>(last.destination) +
+                                         last.count * element_bytes(last.destination_type);
+      const auto* last_source_end = static_cast<const unsigned char*>(last.source) +
+                                    last.count * element_bytes(last.source_type);
+      if (each.copy.destination == last_destination_end && each.copy.source == last_source_end &&
+          each.copy.destination_type == last.destination_type &&
+          each.copy.source_type == last.source_type) {
+        last.count += each.copy.count;
         previous = &each;
         continue;
       }
@@ -230,35 +249,44 @@ std::vector<DeviceCopy> merge_contiguous(std::vector<BlockCopy> copies) {
 }
 
 std::vector<DeviceCopy> copies_into_space(const std::vector<ParameterBlock>& blocks,
-                                          const DeviceTensors& t) {
+                                          const DeviceTensors& t, ElementType space_type) {
   std::vector<BlockCopy> copies;
   for (const ParameterBlock& block : blocks) {
     const float* source = layer_pointer(t.w_ih, t.w_hh, t.b_ih, t.b_hh, block, "parameter");
-    copies.push_back({block.layer,
-                      block.parameter,
-                      {block.place, source + block.offset, block.count * sizeof(float)}});
+    copies.push_back(
+        {block.layer,
+         block.parameter,
+         {block.place, space_type, source + block.offset, ElementType::kFloat, block.count}});
   }
   return merge_contiguous(std::move(copies));
 }
 
 std::vector<DeviceCopy> copies_out_of_space(const std::vector<ParameterBlock>& blocks,
-                                            const DeviceTensors& t) {
+                                            const DeviceTensors& t, ElementType space_type) {
   std::vector<BlockCopy> copies;
   for (const ParameterBlock& block : blocks) {
     float* destination =
         layer_pointer(t.grad_w_ih, t.grad_w_hh, t.grad_b_ih, t.grad_b_hh, block, "gradient");
-    copies.push_back({block.layer,
-                      block.parameter,
-                      {destination + block.offset, block.place, block.count * sizeof(float)}});
+    copies.push_back(
+        {block.layer,
+         block.parameter,
+         {destination + block.offset, ElementType::kFloat, block.place, space_type, block.count}});
   }
   return merge_contiguous(std::move(copies));
 }
 
 void enqueue_copies(const std::vector<DeviceCopy>& copies, cudaStream_t stream) {
   for (const DeviceCopy& copy : copies) {
-    CUDA_CHECK(cudaMemcpyAsync(copy.destination, copy.source, copy.bytes, cudaMemcpyDeviceToDevice,
-                               stream));
+    enqueue_conversion(copy.destination, copy.destination_type, copy.source, copy.source_type,
+                       copy.count, stream);
   }
+}
+
+std::size_t staging_bytes(const ProblemSize& s, Precision precision, bool training) {
+  if (precision == Precision::kFp32) return 0;
+  const TensorCounts counts = count_tensors(s);
+  const std::size_t per_pass = counts.x + counts.y + 4 * counts.state;  // x, y, h0, hy, c0, cy
+  return (training ? 2 : 1) * per_pass * element_bytes(element_type(precision));
 }
 
 std::size_t parameter_bytes(const ProblemSize& s) {
@@ -270,7 +298,11 @@ std::size_t estimated_forward_workspace_bytes(const ProblemSize& s) {
   return (T * B * 4 * H + 2 * T * B * H) * sizeof(float);
 }
 
-CudnnLstm::CudnnLstm(Algo algo, const ProblemSize& size) : size_(size) {
+CudnnLstm::CudnnLstm(Algo algo, const ProblemSize& size, Precision precision)
+    : size_(size),
+      precision_(precision),
+      element_(element_type(precision)),
+      data_type_(to_cudnn(precision)) {
   try {
     const int H = size.hidden, I = size.input_size, B = size.batch, T = size.seq_len,
               L = size.layers;
@@ -284,11 +316,15 @@ CudnnLstm::CudnnLstm(Algo algo, const ProblemSize& size) : size_(size) {
     CUDNN_CHECK(cudnnSetDropoutDescriptor(dropout_desc_, handle_, 0.0f, dropout_states_.data(),
                                           states_bytes, kDropoutSeed));
 
-    // The network: PyTorch's nn.LSTM, FP32 data, FP32 FMA math (no TF32).
+    // The network: PyTorch's nn.LSTM. FP32: FP32 data, FP32 FMA math (no TF32). FP16 or BF16:
+    // data of that type on tensor cores, with FP32 math precision (what the GEMMs accumulate
+    // in, and the element-wise gate math), as PyTorch asks cuDNN for half-precision LSTMs.
+    const bool reduced = precision_ != Precision::kFp32;
     CUDNN_CHECK(cudnnCreateRNNDescriptor(&rnn_desc_));
     CUDNN_CHECK(cudnnSetRNNDescriptor_v8(
         rnn_desc_, to_cudnn(algo), CUDNN_LSTM, CUDNN_RNN_DOUBLE_BIAS, CUDNN_UNIDIRECTIONAL,
-        CUDNN_LINEAR_INPUT, CUDNN_DATA_FLOAT, CUDNN_DATA_FLOAT, CUDNN_FMA_MATH, I, H,
+        CUDNN_LINEAR_INPUT, data_type_, CUDNN_DATA_FLOAT,
+        reduced ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH, I, H,
         /*projSize=*/H, L, dropout_desc_, CUDNN_RNN_PADDED_IO_DISABLED));
     // PERSIST_DYNAMIC: compile the persistent kernel for this exact batch (NVRTC; seconds).
     if (algo == Algo::kPersistDynamic) CUDNN_CHECK(cudnnBuildRNNDynamic(handle_, rnn_desc_, B));
@@ -298,11 +334,11 @@ CudnnLstm::CudnnLstm(Algo algo, const ProblemSize& size) : size_(size) {
     const std::vector<int> lengths(static_cast<std::size_t>(B), T);
     seq_lengths_.upload(lengths);
     CUDNN_CHECK(cudnnCreateRNNDataDescriptor(&x_desc_));
-    CUDNN_CHECK(cudnnSetRNNDataDescriptor(x_desc_, CUDNN_DATA_FLOAT,
+    CUDNN_CHECK(cudnnSetRNNDataDescriptor(x_desc_, data_type_,
                                           CUDNN_RNN_DATA_LAYOUT_SEQ_MAJOR_PACKED, T, B, I,
                                           lengths.data(), nullptr));
     CUDNN_CHECK(cudnnCreateRNNDataDescriptor(&y_desc_));
-    CUDNN_CHECK(cudnnSetRNNDataDescriptor(y_desc_, CUDNN_DATA_FLOAT,
+    CUDNN_CHECK(cudnnSetRNNDataDescriptor(y_desc_, data_type_,
                                           CUDNN_RNN_DATA_LAYOUT_SEQ_MAJOR_PACKED, T, B, H,
                                           lengths.data(), nullptr));
 
@@ -310,17 +346,28 @@ CudnnLstm::CudnnLstm(Algo algo, const ProblemSize& size) : size_(size) {
     const int state_dims[3] = {L, B, H};
     const int state_strides[3] = {B * H, H, 1};
     CUDNN_CHECK(cudnnCreateTensorDescriptor(&h_desc_));
-    CUDNN_CHECK(
-        cudnnSetTensorNdDescriptor(h_desc_, CUDNN_DATA_FLOAT, 3, state_dims, state_strides));
+    CUDNN_CHECK(cudnnSetTensorNdDescriptor(h_desc_, data_type_, 3, state_dims, state_strides));
     CUDNN_CHECK(cudnnCreateTensorDescriptor(&c_desc_));
-    CUDNN_CHECK(
-        cudnnSetTensorNdDescriptor(c_desc_, CUDNN_DATA_FLOAT, 3, state_dims, state_strides));
+    CUDNN_CHECK(cudnnSetTensorNdDescriptor(c_desc_, data_type_, 3, state_dims, state_strides));
 
     // The weight space, zeroed (upload_parameters fills it).
     std::size_t weight_bytes = 0;
     CUDNN_CHECK(cudnnGetRNNWeightSpaceSize(handle_, rnn_desc_, &weight_bytes));
     weight_space_.allocate(weight_bytes);
     if (weight_bytes > 0) CUDA_CHECK(cudaMemset(weight_space_.data(), 0, weight_bytes));
+
+    // FP16 or BF16: the buffers the harness's float32 x, h0, c0 are converted into, and y, hy, cy
+    // out of.
+    if (reduced) {
+      const std::size_t e = element_bytes(element_);
+      const TensorCounts counts = count_tensors(size);
+      x_.allocate(counts.x * e);
+      y_.allocate(counts.y * e);
+      h0_.allocate(counts.state * e);
+      hy_.allocate(counts.state * e);
+      c0_.allocate(counts.state * e);
+      cy_.allocate(counts.state * e);
+    }
 
     // The dropout-state initialisation and the memset ran on the legacy default stream, which
     // does not order the harness's non-blocking streams: wait for them here.
@@ -374,16 +421,16 @@ std::vector<ParameterBlock> CudnnLstm::map_parameters(void* space,
       const std::string label =
           "layer " + std::to_string(layer) + " linLayerID " + std::to_string(lin);
       blocks.push_back(check_block(matrix_desc.get(), matrix, space, space_bytes, {s.hidden, cols},
-                                   space_name, label + " matrix"));
-      blocks.push_back(check_block(bias_desc.get(), bias, space, space_bytes, {s.hidden},
-                                   space_name, label + " bias"));
+                                   element_, data_type_, space_name, label + " matrix"));
+      blocks.push_back(check_block(bias_desc.get(), bias, space, space_bytes, {s.hidden}, element_,
+                                   data_type_, space_name, label + " bias"));
 
       // Gate q's rows of weight_ih / weight_hh, and its slice of bias_ih / bias_hh.
       const std::size_t matrix_count = H * static_cast<std::size_t>(cols);
       map.push_back({layer, recurrent ? Parameter::kWeightHh : Parameter::kWeightIh,
-                     gate * matrix_count, matrix_count, static_cast<float*>(matrix)});
-      map.push_back({layer, recurrent ? Parameter::kBiasHh : Parameter::kBiasIh, gate * H, H,
-                     static_cast<float*>(bias)});
+                     gate * matrix_count, matrix_count, matrix});
+      map.push_back(
+          {layer, recurrent ? Parameter::kBiasHh : Parameter::kBiasIh, gate * H, H, bias});
     }
   }
   // No two blocks may share a byte (each PyTorch element has its own place).
@@ -401,9 +448,69 @@ std::vector<ParameterBlock> CudnnLstm::map_parameters(void* space,
 void CudnnLstm::upload_parameters(const DeviceTensors& t) {
   // Device to device on the legacy default stream (asynchronous to the host): wait for it, since
   // the harness's non-blocking streams are not ordered after that stream.
-  enqueue_copies(copies_into_space(map_parameters(weight_space_.data(), "weight space"), t),
-                 nullptr);
+  enqueue_copies(
+      copies_into_space(map_parameters(weight_space_.data(), "weight space"), t, element_),
+      nullptr);
   CUDA_CHECK(cudaDeviceSynchronize());
+}
+
+void CudnnLstm::allocate_training_staging() {
+  if (precision_ == Precision::kFp32) return;
+  const std::size_t e = element_bytes(element_);
+  const TensorCounts counts = count_tensors(size_);
+  dy_.allocate(counts.y * e);
+  dx_.allocate(x_.bytes());
+  for (DeviceBuffer<unsigned char>* state : {&dhy_, &dcy_, &dh0_, &dc0_})
+    state->allocate(counts.state * e);
+}
+
+CudnnIo CudnnLstm::io(const DeviceTensors& t) {
+  if (precision_ == Precision::kFp32) {
+    return {t.x, t.y, t.h0, t.hy, t.c0, t.cy, t.dy, t.dhy, t.dcy, t.dx, t.dh0, t.dc0};
+  }
+  return {x_.data(),  y_.data(),   h0_.data(),  hy_.data(), c0_.data(),  cy_.data(),
+          dy_.data(), dhy_.data(), dcy_.data(), dx_.data(), dh0_.data(), dc0_.data()};
+}
+
+void CudnnLstm::stage_inputs(const DeviceTensors& t) {
+  if (precision_ == Precision::kFp32) return;
+  const ElementType f = ElementType::kFloat;
+  const TensorCounts counts = count_tensors(size_);
+  const std::size_t state = counts.state;
+  enqueue_conversion(x_.data(), element_, t.x, f, counts.x, stream_);
+  enqueue_conversion(h0_.data(), element_, t.h0, f, state, stream_);
+  enqueue_conversion(c0_.data(), element_, t.c0, f, state, stream_);
+}
+
+void CudnnLstm::unstage_outputs(const DeviceTensors& t) {
+  if (precision_ == Precision::kFp32) return;
+  const ElementType f = ElementType::kFloat;
+  const TensorCounts counts = count_tensors(size_);
+  enqueue_conversion(t.y, f, y_.data(), element_, counts.y, stream_);
+  enqueue_conversion(t.hy, f, hy_.data(), element_, counts.state, stream_);
+  enqueue_conversion(t.cy, f, cy_.data(), element_, counts.state, stream_);
+}
+
+void CudnnLstm::stage_upstream(const DeviceTensors& t) {
+  if (precision_ == Precision::kFp32) return;
+  if (dy_.data() == nullptr) {
+    throw std::logic_error("cuDNN network: stage_upstream() before allocate_training_staging()");
+  }
+  const ElementType f = ElementType::kFloat;
+  const TensorCounts counts = count_tensors(size_);
+  enqueue_conversion(dy_.data(), element_, t.dy, f, counts.y, stream_);
+  enqueue_conversion(dhy_.data(), element_, t.dhy, f, counts.state, stream_);
+  enqueue_conversion(dcy_.data(), element_, t.dcy, f, counts.state, stream_);
+}
+
+void CudnnLstm::unstage_gradients(const DeviceTensors& t) {
+  if (precision_ == Precision::kFp32) return;
+  const ElementType f = ElementType::kFloat;
+  const TensorCounts counts = count_tensors(size_);
+  const std::size_t state = counts.state;
+  enqueue_conversion(t.dx, f, dx_.data(), element_, counts.x, stream_);
+  enqueue_conversion(t.dh0, f, dh0_.data(), element_, state, stream_);
+  enqueue_conversion(t.dc0, f, dc0_.data(), element_, state, stream_);
 }
 
 void CudnnLstm::temp_space_sizes(cudnnForwardMode_t mode, std::size_t* workspace_bytes,
@@ -414,14 +521,18 @@ void CudnnLstm::temp_space_sizes(cudnnForwardMode_t mode, std::size_t* workspace
 
 void CudnnLstm::set_stream(cudaStream_t stream) {
   CUDNN_CHECK(cudnnSetStream(handle_, stream));
+  stream_ = stream;
 }
 
 void CudnnLstm::forward(cudnnForwardMode_t mode, const DeviceTensors& t,
                         DeviceBuffer<unsigned char>& work, DeviceBuffer<unsigned char>& reserve) {
-  CUDNN_CHECK(cudnnRNNForward(handle_, rnn_desc_, mode, seq_lengths_.data(), x_desc_, t.x, y_desc_,
-                              t.y, h_desc_, t.h0, t.hy, c_desc_, t.c0, t.cy, weight_space_.bytes(),
+  stage_inputs(t);
+  const CudnnIo d = io(t);
+  CUDNN_CHECK(cudnnRNNForward(handle_, rnn_desc_, mode, seq_lengths_.data(), x_desc_, d.x, y_desc_,
+                              d.y, h_desc_, d.h0, d.hy, c_desc_, d.c0, d.cy, weight_space_.bytes(),
                               weight_space_.data(), work.bytes(), work.data(), reserve.bytes(),
                               reserve.data()));
+  unstage_outputs(t);
 }
 
 }  // namespace lstm::baseline_cudnn

@@ -53,6 +53,13 @@
  * those repeats may compute on a reserve space an earlier backward has already changed: the same
  * work, but values nobody checks (the checked run is always forward, then backward).
  *
+ * Reduced precision (FP16, BF16; "cudnn_<algo>_fp16_training"): as in cudnn_lstm.cpp, cuDNN's
+ * tensors are FP16/BF16 buffers the harness's float32 ones are converted into and out of, on the
+ * backward's stream too: dy, dhy, dcy in, dx, dh0, dc0 out, and the dweight space (FP16/BF16,
+ * laid out like the weight space) out into the float32 gradient buffers by converting copies.
+ * The backward calls read the FP16/BF16 x, h0, c0 and y the forward left in those buffers. Bounds:
+ * reduced_precision_tolerance (provisional) for every tensor.
+ *
  * Bounds: the FP32 bound (relative norm 1e-5) for everything, except the weight and bias
  * gradients of the persistent algorithms, checked at relative norm 1e-4. A weight gradient is a
  * sum over T*B terms of both signs; on the tiny odd shape H=1 (a 4-element grad_weight_hh) the
@@ -79,10 +86,14 @@ constexpr std::size_t kReserveFloatsPerUnit = 8;
 
 class CudnnTrainingStage final : public TrainingStage {
  public:
-  explicit CudnnTrainingStage(Algo algo) : algo_(algo) {}
+  CudnnTrainingStage(Algo algo, Precision precision) : algo_(algo), precision_(precision) {}
 
-  /// The persistent algorithms' weight and bias gradients: relative norm 1e-4 (see the header).
+  Precision precision() const override { return precision_; }
+
+  /// FP32: the FP32 bound, but the persistent algorithms' weight and bias gradients at relative
+  /// norm 1e-4 (see the header). FP16 and BF16: the provisional reduced-precision bounds.
   Tolerance tolerance(const std::string& tensor) const override {
+    if (precision_ != Precision::kFp32) return reduced_precision_tolerance(precision_, tensor);
     Tolerance bound = default_tolerance(precision());
     const bool persistent = algo_ != Algo::kStandard;
     if (persistent && tensor.rfind("grad_", 0) == 0) bound.max_relative_norm = 1e-4;
@@ -99,7 +110,7 @@ class CudnnTrainingStage final : public TrainingStage {
                                 static_cast<std::size_t>(s.seq_len) *
                                 static_cast<std::size_t>(s.layers) * sizeof(float);
     return 2 * parameter_bytes(s) + estimated_forward_workspace_bytes(s) + reserve +
-           kDropoutStatesMargin;
+           staging_bytes(s, precision_, /*training=*/true) + kDropoutStatesMargin;
   }
 
   void prepare(const DeviceTensors& t) override {
@@ -108,8 +119,9 @@ class CudnnTrainingStage final : public TrainingStage {
 
     // Handle, descriptors and the weight space, filled from the harness's PyTorch-layout
     // parameters (cudnn_rnn.cpp: every block cuDNN reports is checked before the copy).
-    lstm_ = std::make_unique<CudnnLstm>(algo_, t.size);
+    lstm_ = std::make_unique<CudnnLstm>(algo_, t.size, precision_);
     lstm_->upload_parameters(t);
+    lstm_->allocate_training_staging();
 
     // Workspace and reserve space of a training pass.
     std::size_t work_bytes = 0, reserve_bytes = 0;
@@ -125,8 +137,8 @@ class CudnnTrainingStage final : public TrainingStage {
     // The dweight space (the weight space's size and layout) and the copies from its blocks
     // into the harness's gradient buffers, checked block by block like the upload.
     dweight_space_.allocate(lstm_->weight_space_bytes());
-    gradient_copies_ =
-        copies_out_of_space(lstm_->map_parameters(dweight_space_.data(), "dweight space"), t);
+    gradient_copies_ = copies_out_of_space(
+        lstm_->map_parameters(dweight_space_.data(), "dweight space"), t, lstm_->element());
     bound_ = t;
 
     // One untimed training pass now, on the legacy default stream and waited for, so that a
@@ -162,18 +174,22 @@ class CudnnTrainingStage final : public TrainingStage {
   /// Data gradients, then weight gradients into the zeroed dweight space, then the copies into
   /// the PyTorch-layout buffers; all on `stream`, which must be the handle's stream.
   void run_backward(const DeviceTensors& t, cudaStream_t stream) {
-    const CudnnLstm& n = *lstm_;
+    CudnnLstm& n = *lstm_;
+    // FP16/BF16: dy, dhy, dcy converted in; cuDNN then reads and writes its own buffers (io).
+    n.stage_upstream(t);
+    const CudnnIo d = n.io(t);
     // dx, dh0 (cuDNN's dhx) and dc0 (dcx) from dy, dhy, dcy: back-propagation through time.
     CUDNN_CHECK(cudnnRNNBackwardData_v8(n.handle(), n.rnn(), n.device_seq_lengths(), n.y_desc(),
-                                        t.y, t.dy, n.x_desc(), t.dx, n.h_desc(), t.h0, t.dhy, t.dh0,
-                                        n.c_desc(), t.c0, t.dcy, t.dc0, n.weight_space_bytes(),
+                                        d.y, d.dy, n.x_desc(), d.dx, n.h_desc(), d.h0, d.dhy, d.dh0,
+                                        n.c_desc(), d.c0, d.dcy, d.dc0, n.weight_space_bytes(),
                                         n.weight_space(), workspace_.bytes(), workspace_.data(),
                                         reserve_space_.bytes(), reserve_space_.data()));
+    n.unstage_gradients(t);
     // cuDNN adds the weight gradients to what the dweight space holds: start from zero.
     CUDA_CHECK(cudaMemsetAsync(dweight_space_.data(), 0, dweight_space_.bytes(), stream));
     CUDNN_CHECK(cudnnRNNBackwardWeights_v8(
-        n.handle(), n.rnn(), CUDNN_WGRAD_MODE_ADD, n.device_seq_lengths(), n.x_desc(), t.x,
-        n.h_desc(), t.h0, n.y_desc(), t.y, dweight_space_.bytes(), dweight_space_.data(),
+        n.handle(), n.rnn(), CUDNN_WGRAD_MODE_ADD, n.device_seq_lengths(), n.x_desc(), d.x,
+        n.h_desc(), d.h0, n.y_desc(), d.y, dweight_space_.bytes(), dweight_space_.data(),
         workspace_.bytes(), workspace_.data(), reserve_space_.bytes(), reserve_space_.data()));
     // Each layer's blocks, out into grad_weight_ih/_hh and grad_bias_ih/_hh.
     enqueue_copies(gradient_copies_, stream);
@@ -212,6 +228,7 @@ class CudnnTrainingStage final : public TrainingStage {
   }
 
   Algo algo_;
+  Precision precision_;
   std::unique_ptr<CudnnLstm> lstm_;
   DeviceBuffer<unsigned char> workspace_;
   DeviceBuffer<unsigned char> reserve_space_;
@@ -223,12 +240,13 @@ class CudnnTrainingStage final : public TrainingStage {
 
 }  // namespace
 
-std::unique_ptr<TrainingStage> make_training(Algo algo) {
-  return std::make_unique<CudnnTrainingStage>(algo);
+std::unique_ptr<TrainingStage> make_training(Algo algo, Precision precision) {
+  return std::make_unique<CudnnTrainingStage>(algo, precision);
 }
 
-StageInfo training_stage_info(Algo algo) {
-  return {"cudnn_" + algo_name(algo) + "_training", "", [algo] { return make_training(algo); }};
+StageInfo training_stage_info(Algo algo, Precision precision) {
+  return {stage_name(algo, precision, StageKind::kTraining), "",
+          [algo, precision] { return make_training(algo, precision); }};
 }
 
 }  // namespace lstm::baseline_cudnn

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""PyTorch baseline: times torch.nn.LSTM in FP32 on a CUDA GPU, the forward pass or (--training)
-the training pass through autograd.
+"""PyTorch baseline: times torch.nn.LSTM in FP32 (or with --precision in FP16 or BF16) on a CUDA
+GPU, the forward pass or (--training) the training pass through autograd.
 
 What it measures: torch.nn.LSTM in float32 with TF32 switched off
 (torch.backends.cuda.matmul.allow_tf32 = False, torch.backends.cudnn.allow_tf32 = False), through
@@ -8,6 +8,13 @@ the same data contract, checks, timing and JSON result record as the C++ stages 
 docs/design.md). Underneath, PyTorch runs cuDNN's RNN with the STANDARD algorithm for FP32 (the
 persistent algorithms are used only for some half-precision cases), so this is what most users
 of nn.LSTM get.
+
+  --precision fp16|bf16 ("pytorch_fp16", "pytorch_bf16_training", ...): the model and the data in
+      that dtype (cuDNN's tensor-op path, FP32 accumulation); TF32 stays off. Every input is first
+      rounded to the precision (nearest, ties to even), as the C++ harness does; to be checked, the
+      loaded data must already be those values and the reference theirs: make the folder with
+      lstm_reference --precision fp16 [--training] --save-inputs DIR --dump DIR. The bounds are
+      the provisional reduced-precision ones (lstm::reduced_precision_tolerance).
 
   forward (default, "stage": "pytorch"): the forward pass in inference (torch.inference_mode).
   --training ("stage": "pytorch_training"): the forward pass keeping its autograd graph, then
@@ -72,6 +79,38 @@ DEFAULT_SEED = 1
 MAX_SEED = 2**64 - 1
 MAX_RELATIVE_NORM = 1e-5  # the FP32 bounds of docs/design.md
 MAX_ABSOLUTE = 1e-4
+PRECISIONS = ("fp32", "fp16", "bf16")
+
+
+def stage_name(training: bool, precision: str) -> str:
+    """"pytorch", "pytorch_fp16", "pytorch_bf16_training", ...: the precision in the name unless FP32,
+    as the cuDNN baseline names its stages."""
+    return "pytorch" + ("" if precision == "fp32" else f"_{precision}") + ("_training" if training else "")
+
+
+def tolerance(precision: str, tensor: str) -> tuple[float, float]:
+    """(relative norm, max-abs) bound of `tensor`, as lstm::reduced_precision_tolerance gives it
+    (common/core/kind_and_precision.cpp; provisional for FP16 and BF16)."""
+    if precision == "fp32":
+        return MAX_RELATIVE_NORM, MAX_ABSOLUTE
+    bound = 1e-3 if precision == "fp16" else 8e-3
+    if tensor.startswith("grad_"):
+        return 2 * bound, 100 * bound
+    if tensor in ("dx", "dh0", "dc0"):
+        return 2 * bound, 20 * bound
+    return bound, 10 * bound
+
+
+def round_to_precision(np, array, precision: str):
+    """`array` (float32) rounded to FP16 or BF16, nearest with ties to even, as float32
+    (lstm::round_to_precision); FP32: unchanged."""
+    if precision == "fp16":
+        return array.astype(np.float16).astype(np.float32)
+    if precision == "bf16":
+        bits = np.ascontiguousarray(array, dtype=np.float32).view(np.uint32).astype(np.uint64)
+        bits = (bits + np.uint64(0x7FFF) + ((bits >> np.uint64(16)) & np.uint64(1))) & np.uint64(0xFFFF0000)
+        return bits.astype(np.uint32).view(np.float32).reshape(array.shape)
+    return array
 PARAMETER_STEMS = ("weight_ih", "weight_hh", "bias_ih", "bias_hh")
 UPSTREAM_NAMES = ("dy", "dhy", "dcy")
 
@@ -163,7 +202,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         prog="lstm_pytorch.py",
         description="LSTM forward pass (pytorch), or with --training the training pass "
                     "(pytorch_training: forward, then torch.autograd.grad): torch.nn.LSTM, FP32 "
-                    "(TF32 off), timed on a CUDA GPU and checked against reference outputs.")
+                    "(TF32 off) or with --precision FP16 or BF16, timed on a CUDA GPU and checked "
+                    "against reference outputs.")
     parser.add_argument("--hidden", type=positive_int,
                         help="H, hidden units per layer [default 512; with --load every size comes from the files]")
     parser.add_argument("--input-size", type=positive_int, help="I, input features of layer 0 [default: H]")
@@ -183,6 +223,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help="the training pass: forward keeping the autograd graph, then torch.autograd.grad"
                              "((y, hy, cy), (x, h0, c0, *parameters), (dy, dhy, dcy)); checks and dumps every "
                              "gradient too; the record is \"pytorch_training\", kind \"training\"")
+    parser.add_argument("--precision", choices=PRECISIONS, default="fp32",
+                        help="fp32 (TF32 off), or fp16 or bf16: model and data in that dtype (cuDNN's "
+                             "tensor-op path), every input first rounded to it; to check, --load a folder "
+                             "made by lstm_reference --precision P --save-inputs DIR --dump DIR; the "
+                             "record is pytorch_<P>[_training] [default fp32]")
     parser.add_argument("--load", type=existing_dir, metavar="DIR",
                         help="read parameters and inputs (.npy, PyTorch names; with --training also dy, dhy, "
                              "dcy) from DIR; sizes come from the files")
@@ -398,8 +443,10 @@ def load_reference(np, folder: Path, layouts, training: bool) -> dict:
 # Checking (the harness's rule, common/core/check.cpp)
 # ---------------------------------------------------------------------------------------------
 
-def compare_tensor(np, name: str, axes: tuple[str, ...], out, ref) -> dict:
-    """Compares `out` with `ref` element by element, as lstm::compare_tensor does."""
+def compare_tensor(np, name: str, axes: tuple[str, ...], out, ref, precision: str = "fp32") -> dict:
+    """Compares `out` with `ref` element by element, as lstm::compare_tensor does, against the
+    bound of `tensor` in `precision`."""
+    max_relative_norm, max_absolute_bound = tolerance(precision, name)
     out64 = np.asarray(out, dtype=np.float64).ravel()
     ref64 = np.asarray(ref, dtype=np.float64).ravel()
     finite = np.isfinite(out64)
@@ -409,13 +456,14 @@ def compare_tensor(np, name: str, axes: tuple[str, ...], out, ref) -> dict:
     ref_norm = float(np.sqrt(np.sum(ref64 * ref64)))
     relative_norm = float(np.sqrt(np.sum(diff * diff))) / (ref_norm if ref_norm > 0.0 else 1.0)
     worst = int(np.argmin(finite)) if nonfinite else int(np.argmax(diff)) if diff.size else 0
-    passed = (out64.size > 0 and nonfinite == 0 and relative_norm <= MAX_RELATIVE_NORM
-              and max_absolute <= MAX_ABSOLUTE)
+    passed = (out64.size > 0 and nonfinite == 0 and relative_norm <= max_relative_norm
+              and max_absolute <= max_absolute_bound)
     severity = (math.inf if nonfinite or not out64.size else
-                max(relative_norm / MAX_RELATIVE_NORM, max_absolute / MAX_ABSOLUTE))
+                max(relative_norm / max_relative_norm, max_absolute / max_absolute_bound))
     return {"name": name, "axes": axes, "shape": tuple(np.shape(out)), "compared": int(out64.size),
             "relative_norm": relative_norm, "max_absolute": max_absolute, "nonfinite": nonfinite,
             "passed": bool(passed), "severity": severity, "worst_index": worst,
+            "bound": {"relative_norm": max_relative_norm, "max_absolute": max_absolute_bound},
             "worst_value": float(out64[worst]) if out64.size else 0.0,
             "worst_reference": float(ref64[worst]) if ref64.size else 0.0}
 
@@ -438,8 +486,9 @@ def describe_check(np, check: dict) -> str:
     return line
 
 
-def check_outputs(np, outputs: dict, reference: dict, layouts) -> list[dict]:
-    checks = [compare_tensor(np, name, axes, outputs[name], reference[name]) for name, _, axes in layouts]
+def check_outputs(np, outputs: dict, reference: dict, layouts, precision: str = "fp32") -> list[dict]:
+    checks = [compare_tensor(np, name, axes, outputs[name], reference[name], precision)
+              for name, _, axes in layouts]
     for check in checks:
         print(describe_check(np, check))
     return checks
@@ -564,22 +613,22 @@ def check_record(checks: list[dict] | None, T: int) -> dict:
             "worst_tensor": worst["name"] if worst else "", "steps_checked": T, "steps_total": T,
             "tensors": {c["name"]: {"relative_norm": c["relative_norm"], "max_absolute": c["max_absolute"],
                                     "nonfinite": c["nonfinite"], "missing": False, "passed": c["passed"],
-                                    "bound": {"relative_norm": MAX_RELATIVE_NORM, "max_absolute": MAX_ABSOLUTE}}
+                                    "bound": c["bound"]}
                         for c in checks}}
 
 
 def json_record(size, training: bool, data_source: str, warmup: int, runs_ms: list[float], stats: dict,
-                phases: dict | None, checks: list[dict] | None, env: dict) -> str:
+                phases: dict | None, checks: list[dict] | None, env: dict, precision: str = "fp32") -> str:
     """One result record, with the keys and nesting of lstm::json_record (sorted, compact, as
     nlohmann::json dumps it), plus env["torch"]. A training record times the whole pass in "ms"
     and "runs_ms", and its forward and backward in "phases", as the C++ training records do."""
     H, I, B, T, L = size
     flop = flop_count(*size, training=training)
     record = {
-        "stage": TRAINING_STAGE if training else STAGE, "series": "",
-        "kind": "training" if training else "forward", "precision": "fp32",
+        "stage": stage_name(training, precision), "series": "",
+        "kind": "training" if training else "forward", "precision": precision,
         "hidden": H, "input_size": I, "batch": B, "seq_len": T, "layers": L,
-        "dtype": "fp32", "data": data_source, "flop": flop, "warmup": warmup,
+        "dtype": precision, "data": data_source, "flop": flop, "warmup": warmup,
         "iters": len(runs_ms), "ms": {"median": stats["median"], "min": stats["min"], "max": stats["max"]},
         "runs_ms": runs_ms, "tflops": flop / (stats["median"] * 1e-3) / 1e12,
         "us_per_step_layer": stats["median"] * 1e3 / (T * L), "check": check_record(checks, T), "env": env,
@@ -645,7 +694,7 @@ def run(args: argparse.Namespace) -> int:
         import numpy as np
     except ImportError:
         raise Failure("numpy is required (pip install numpy, or scripts/setup.sh's .venv)") from None
-    name = TRAINING_STAGE if args.training else STAGE
+    name = stage_name(args.training, args.precision)
     seed = DEFAULT_SEED if args.seed is None else args.seed
 
     # Everything that can be read and validated without torch is, first.
@@ -658,6 +707,25 @@ def run(args: argparse.Namespace) -> int:
     layouts = output_layouts(data["size"], args.training) if data is not None else None
     check_dir = reference_dir(args, layouts)
     reference = load_reference(np, check_dir, layouts, args.training) if check_dir else None
+    # A reduced precision: every input rounded once (as the C++ harness does). A check needs the
+    # loaded values to be those already, since the reference in the folder is of the loaded values.
+    if data is not None and args.precision != "fp32":
+        rounded_away = []
+        arrays = [data, upstream] if upstream is not None else [data]
+        for tensors in arrays:
+            for tensor_name, array in list(tensors.items()):
+                if tensor_name == "size":
+                    continue
+                rounded = round_to_precision(np, array, args.precision)
+                if not np.array_equal(rounded, array):
+                    rounded_away.append(tensor_name)
+                tensors[tensor_name] = rounded
+        if rounded_away and reference is not None:
+            raise Failure(f"{args.load}: {', '.join(rounded_away[:3])}{', ...' if len(rounded_away) > 3 else ''} "
+                          f"hold values that are not {args.precision}, so the reference there is not of the "
+                          f"{args.precision} inputs: make the folder with lstm_reference --precision "
+                          f"{args.precision}{' --training' if args.training else ''} --save-inputs DIR --dump DIR, "
+                          "or --no-check")
 
     try:
         import torch
@@ -671,11 +739,13 @@ def run(args: argparse.Namespace) -> int:
     torch.backends.cuda.matmul.allow_tf32 = False  # FP32 means FP32: no TF32 in the GEMMs
     torch.backends.cudnn.allow_tf32 = False
     device = torch.device("cuda")
+    dtype = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}[args.precision]
 
     # Data: loaded (sizes from the files) or drawn by torch (uniform, as nn.LSTM initializes).
     if data is not None:
         H, I, B, T, L = data["size"]
-        data_source = f"loaded from {args.load}{upstream_note}"
+        data_source = f"loaded from {args.load}{upstream_note}" + (
+            f", rounded to {args.precision}" if args.precision != "fp32" else "")
         lstm = torch.nn.LSTM(I, H, num_layers=L)
         with torch.no_grad():
             for parameter_name, parameter in lstm.named_parameters():
@@ -701,18 +771,19 @@ def run(args: argparse.Namespace) -> int:
             dcy = torch.empty(L, B, H).uniform_(-1.0, 1.0)
         layouts = output_layouts((H, I, B, T, L), args.training)
     size = (H, I, B, T, L)
-    lstm = lstm.to(device=device, dtype=torch.float32)
+    lstm = lstm.to(device=device, dtype=dtype)  # a reduced precision: rounded (nearest even) here
     # Training mode for the training pass: cuDNN then keeps what its backward needs (eval mode
     # refuses a backward); the same numbers either way, as the model has no dropout.
     lstm.train(args.training)
     lstm.flatten_parameters()
-    x, h0, c0 = (t.to(device=device, dtype=torch.float32).contiguous() for t in (x, h0, c0))
+    x, h0, c0 = (t.to(device=device, dtype=dtype).contiguous() for t in (x, h0, c0))
     env = collect_environment(torch)
-    print(f"{name}  {describe_size(*size)}  {'training' if args.training else 'forward'} fp32  {data_source}  "
+    print(f"{name}  {describe_size(*size)}  {'training' if args.training else 'forward'} {args.precision}  "
+          f"{data_source}  "
           f"on {env['gpu']}  (torch {env['torch']}, cuDNN {env['cudnn']}, TF32 off)")
 
     if args.training:
-        dy, dhy, dcy = (t.to(device=device, dtype=torch.float32).contiguous() for t in (dy, dhy, dcy))
+        dy, dhy, dcy = (t.to(device=device, dtype=dtype).contiguous() for t in (dy, dhy, dcy))
         for tensor in (x, h0, c0):
             tensor.requires_grad_(True)
         parameters = [getattr(lstm, f"{stem}_l{k}") for k in range(L) for stem in PARAMETER_STEMS]
@@ -740,7 +811,8 @@ def run(args: argparse.Namespace) -> int:
             y, (hy, cy) = forward()
             tensors = {"y": y, "hy": hy, "cy": cy}
         torch.cuda.synchronize()
-        return {tensor_name: tensor.detach().cpu().numpy() for tensor_name, tensor in tensors.items()}
+        # float() first: numpy has no bfloat16 (FP16 and BF16 widen to float32 exactly).
+        return {tensor_name: tensor.detach().float().cpu().numpy() for tensor_name, tensor in tensors.items()}
 
     grad_mode = torch.enable_grad() if args.training else torch.inference_mode()
     phases = None
@@ -752,10 +824,12 @@ def run(args: argparse.Namespace) -> int:
             if args.dump:
                 write_dump(np, args.dump, outputs)
             if reference is not None:
-                checks = check_outputs(np, outputs, reference, layouts)
+                checks = check_outputs(np, outputs, reference, layouts, args.precision)
                 if not all(check["passed"] for check in checks):
-                    print(f"{name}: check FAILED against the reference in {check_dir} (FP32 bounds: "
-                          "rel-norm 1e-5, max-abs 1e-4)\nDisposition: Failed", file=sys.stderr)
+                    bounds = ("FP32 bounds: rel-norm 1e-5, max-abs 1e-4" if args.precision == "fp32" else
+                              f"{args.precision} bounds, provisional, per tensor as in lstm::reduced_precision_tolerance")
+                    print(f"{name}: check FAILED against the reference in {check_dir} ({bounds})"
+                          "\nDisposition: Failed", file=sys.stderr)
                     return 1
         if checks is None:
             print("check: skipped (--no-check)")
@@ -772,7 +846,7 @@ def run(args: argparse.Namespace) -> int:
 
     stats = summarize(runs_ms)
     tflops = flop_count(*size, training=args.training) / (stats["median"] * 1e-3) / 1e12
-    print(f"time {name}  {describe_size(*size)}  {'training' if args.training else 'forward'} fp32  "
+    print(f"time {name}  {describe_size(*size)}  {'training' if args.training else 'forward'} {args.precision}  "
           f"median {stats['median']:.3f} ms (min {stats['min']:.3f}, max {stats['max']:.3f}, {len(runs_ms)} runs)  "
           f"{tflops:.2f} TFLOP/s  {stats['median'] * 1e3 / (T * L):.2f} us/step-layer  on {env['gpu']}")
     if phases is not None:
@@ -782,7 +856,7 @@ def run(args: argparse.Namespace) -> int:
         try:
             with open(args.json, "a", encoding="utf-8") as file:
                 file.write(json_record(size, args.training, data_source, args.warmup, runs_ms, stats, phases,
-                                       checks, env) + "\n")
+                                       checks, env, args.precision) + "\n")
         except OSError as error:
             raise Failure(f"{args.json}: cannot append the JSON record ({error.strerror})") from None
         print(f"json: record appended to {args.json}")
@@ -792,7 +866,7 @@ def run(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    name = TRAINING_STAGE if args.training else STAGE
+    name = stage_name(args.training, args.precision)
     try:
         return run(args)
     except Failure as error:

@@ -27,4 +27,34 @@ Tolerance default_tolerance(Precision precision) {
   return Tolerance{};
 }
 
+bool is_gradient_tensor(const std::string& tensor) {
+  return tensor == "dx" || tensor == "dh0" || tensor == "dc0" || tensor.rfind("grad_", 0) == 0;
+}
+
+// Why these numbers (all provisional, see the header):
+// - Measured through PyTorch's cuDNN path on the H100, relative norm against FP64 of the same
+//   quantised values, at T = 100 and T = 1000 alike: FP16 forward 2.8-3.1e-4, gradients
+//   4.6-7.2e-4; BF16 forward 2.4-2.5e-3, gradients 3.8-6.0e-3.
+// - The forward figures are the rounding of the outputs themselves: a value rounded to FP16 is
+//   off by up to u = 2^-11 = 4.9e-4 relative (BF16: 2^-8 = 3.9e-3), u/sqrt(3) = 2.8e-4 (2.3e-3)
+//   in the mean square over many elements. A tensor of a few elements (the odd test shapes' hy
+//   at H = 1 has 4) can sit near u itself, so the forward bound is 2u (1e-3, 8e-3), not the
+//   large-tensor mean. Gradients add their arithmetic (sums of T*B terms of both signs) to that:
+//   twice the forward bound (2e-3, 1.6e-2), 2.7 times the largest gradient error measured.
+// - Max-abs: ten times the relative-norm bound (the ratio of FP32's 1e-4 to 1e-5) for the
+//   outputs of magnitude up to a few (y, hy, cy, dx, dh0, dc0). The weight and bias gradients
+//   are sums over T*B rows: in the reference at H=256 B=32 T=100 L=2, grad_bias reaches 62.7,
+//   whose FP16 neighbours are 0.03 apart. Their max-abs bound is 2u of a magnitude of 100
+//   (0.1 in FP16, 0.8 in BF16): the relative norm is their real bound.
+Tolerance reduced_precision_tolerance(Precision precision, const std::string& tensor) {
+  if (precision != Precision::kFp16 && precision != Precision::kBf16) {
+    return default_tolerance(precision);
+  }
+  const double bound = precision == Precision::kFp16 ? 1e-3 : 8e-3;  // ~2x the unit roundoff
+  const double gradient_magnitude = 100.0;
+  if (tensor.rfind("grad_", 0) == 0) return {2 * bound, bound * gradient_magnitude};
+  if (is_gradient_tensor(tensor)) return {2 * bound, 20 * bound};
+  return {bound, 10 * bound};
+}
+
 }  // namespace lstm

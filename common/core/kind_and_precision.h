@@ -34,8 +34,24 @@ const char* kind_name(StageKind kind);
 const char* precision_name(Precision precision);
 
 /// The bound of FP32 implementations (relative norm 1e-5, max-abs 1e-4). Reduced-precision
-/// stages have no default: they state their own bound, set from measurement.
+/// stages have no default: they state their own bound, set from measurement (e.g.
+/// reduced_precision_tolerance).
 /// \throws std::invalid_argument for any precision but FP32.
 Tolerance default_tolerance(Precision precision);
+
+/// Whether `tensor` is one of a training pass's gradients (dx, dh0, dc0, grad_*), not a forward
+/// output (y, hy, cy).
+bool is_gradient_tensor(const std::string& tensor);
+
+/// The bound of an FP16 or BF16 implementation with FP32 accumulation for the output named
+/// `tensor`, against the FP64 reference fed the same quantised inputs (core/quantize.h): what
+/// cuDNN's tensor-op LSTM is held to, and the bound a tensor-core stage must meet at least as
+/// well. PROVISIONAL: set a little above cuDNN's error measured through PyTorch (issue 22, H100),
+/// until this project's own cuDNN runs measure it (docs/design.md, "Kinds and precisions"). FP32
+/// gives default_tolerance(kFp32).
+/// Relative norm / max-abs:
+///   FP16: y, hy, cy 1e-3 / 1e-2; dx, dh0, dc0 2e-3 / 2e-2; grad_* 2e-3 / 0.1.
+///   BF16: y, hy, cy 8e-3 / 8e-2; dx, dh0, dc0 1.6e-2 / 0.16; grad_* 1.6e-2 / 0.8.
+Tolerance reduced_precision_tolerance(Precision precision, const std::string& tensor);
 
 }  // namespace lstm

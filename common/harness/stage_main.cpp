@@ -7,7 +7,9 @@
 #include <future>
 #include <iomanip>
 #include <iostream>
+#include <stdexcept>
 
+#include "core/quantize.h"
 #include "core/run_record.h"
 #include "harness/checked_run.h"
 #include "harness/cuda_utils.h"
@@ -31,6 +33,20 @@ bool fits_in_memory(const std::string& what, const ProblemSize& size, std::size_
 }
 
 }  // namespace
+
+Precision run_precision(const std::vector<Implementation>& implementations) {
+  if (implementations.empty()) return Precision::kFp32;
+  const Precision precision = implementations.front().stage->precision();
+  for (const Implementation& implementation : implementations) {
+    if (implementation.stage->precision() != precision) {
+      throw std::invalid_argument(
+          "one run's implementations share one data set, so they must share a precision: " +
+          implementations.front().name + " is " + precision_name(precision) + ", " +
+          implementation.name + " is " + precision_name(implementation.stage->precision()));
+    }
+  }
+  return precision;
+}
 
 int run_stages(const RunOptions& options, std::vector<Implementation> implementations,
                Unsupported unsupported) {
@@ -76,11 +92,22 @@ int run_stages(const RunOptions& options, std::vector<Implementation> implementa
     loaded = generate_params(options.size, options.seed);
     if (training) upstream = generate_upstream(options.size, options.seed);
   }
+  // 3b. A reduced-precision run gets data it can hold exactly: every input rounded once, here,
+  //     to its precision; the reference below reads these very values (core/quantize.h).
+  const Precision precision = run_precision(implementations);
+  quantize_problem(precision, *loaded, upstream ? &*upstream : nullptr);
   const LstmParams& params = *loaded;
   const ProblemSize& size = params.size;
-  const std::string data_source = options.load_dir.empty()
-                                      ? "generated (seed " + std::to_string(options.seed) + ")"
-                                      : "loaded from " + options.load_dir;
+  std::string data_source = options.load_dir.empty()
+                                ? "generated (seed " + std::to_string(options.seed) + ")"
+                                : "loaded from " + options.load_dir;
+  if (precision != Precision::kFp32) {
+    data_source += ", rounded to " + std::string(precision_name(precision));
+    std::cout << "data: inputs, weights" << (upstream ? " and upstream gradients" : "")
+              << " rounded to " << precision_name(precision)
+              << " (nearest, ties to even) on the host; the reference reads the same values"
+              << std::endl;
+  }
   if (!fits_in_memory("the problem", size, DeviceProblem::bytes_needed(size, training))) return 1;
   const Environment env = collect_environment(device);
 

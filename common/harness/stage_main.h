@@ -28,8 +28,15 @@ struct Implementation {
   std::unique_ptr<Stage> stage;  ///< the instance
 };
 
+/// The precision every one of `implementations` computes in (FP32 for none).
+/// \throws std::invalid_argument naming two that differ: one run has one data set, quantised
+///         for one precision.
+Precision run_precision(const std::vector<Implementation>& implementations);
+
 /// Runs `implementations` one after another on the same data: each is prepared, checked against
 /// the CPU reference (computed once), timed and reported. With several, the fastest is named.
+/// For a reduced precision (run_precision), every input, generated or loaded, is first rounded
+/// to it on the host (quantize_problem), and the reference is computed from those values.
 /// \return 0 if every implementation that ran passed; 1 otherwise (and for a refused one with
 ///         kError).
 int run_stages(const RunOptions& options, std::vector<Implementation> implementations,

@@ -2,12 +2,15 @@
 // rounded to FP16 (11 significant bits), written by copies. It declares precision fp16 and its
 // own bound, so it exercises the harness for a non-FP32 implementation: the FP32 bound would
 // fail it (FP16 rounding alone is ~3e-4 relative), its own bound passes it, and its record says
-// fp16. --perturb NAME breaks one output on purpose.
+// fp16. --perturb NAME breaks one output on purpose. It refuses (throws from prepare) inputs that
+// FP16 cannot hold: the harness must have rounded them to FP16 for it (core/quantize.h).
 #include <cmath>
 #include <memory>
+#include <stdexcept>
 #include <string>
 
 #include "../oracle_support.h"
+#include "core/quantize.h"
 #include "lstm_reference.h"
 
 namespace lstm::LSTM_STAGE_NAMESPACE {
@@ -33,7 +36,13 @@ class OracleFp16 final : public Stage {
   void add_flags(CLI::App& app) override { oracle::add_perturb_flag(app, perturbed_); }
 
   void prepare(const DeviceTensors& t) override {
-    const ReferenceOutputs ref = reference_forward(oracle::download_params(t));
+    const LstmParams params = oracle::download_params(t);
+    if (!problem_representable(Precision::kFp16, params)) {
+      throw std::logic_error(
+          "oracle_fp16: its inputs are not all FP16 values: the harness did not round them to "
+          "the stage's precision");
+    }
+    const ReferenceOutputs ref = reference_forward(params);
     const std::vector<double>* values[] = {&ref.y, &ref.hy, &ref.cy};
     const char* names[] = {"y", "hy", "cy"};
     for (int i = 0; i < 3; ++i) {

@@ -1,0 +1,91 @@
+#include "core/quantize.h"
+
+#include <algorithm>
+#include <cfloat>
+#include <cmath>
+#include <limits>
+
+namespace lstm {
+namespace {
+
+/// `value` rounded to `bits` significant bits, with no exponent below `min_exponent` for its
+/// quantum (the subnormal spacing) and magnitudes above `max_finite` turned into infinity. The
+/// arithmetic is in double, where every step is exact; std::nearbyint rounds ties to even (the
+/// default rounding mode, which nothing here changes).
+float round_to(float value, int bits, int min_quantum_exponent, double max_finite) {
+  if (!std::isfinite(value) || value == 0.0f) return value;
+  int exponent = 0;
+  std::frexp(static_cast<double>(value), &exponent);  // |value| in [2^(exponent-1), 2^exponent)
+  const int quantum = std::max(exponent - bits, min_quantum_exponent);
+  const double rounded =
+      std::ldexp(std::nearbyint(std::ldexp(static_cast<double>(value), -quantum)), quantum);
+  if (std::fabs(rounded) > max_finite) {
+    return std::copysign(std::numeric_limits<float>::infinity(), value);
+  }
+  return static_cast<float>(rounded);  // exact: at most 11 (or 8) significant bits
+}
+
+}  // namespace
+
+float round_to_fp16(float value) {
+  return round_to(value, 11, -24, 65504.0);
+}
+
+float round_to_bf16(float value) {
+  return round_to(value, 8, -133, std::ldexp(255.0, 127 - 7));  // (2 - 2^-7) * 2^127
+}
+
+float round_to_precision(float value, Precision precision) {
+  switch (precision) {
+    case Precision::kFp16:
+      return round_to_fp16(value);
+    case Precision::kBf16:
+      return round_to_bf16(value);
+    default:
+      return value;
+  }
+}
+
+bool representable(float value, Precision precision) {
+  if (std::isnan(value)) return true;
+  return round_to_precision(value, precision) == value;
+}
+
+void quantize(std::vector<float>& values, Precision precision) {
+  if (precision == Precision::kFp32) return;
+  for (float& value : values)
+    value = round_to_precision(value, precision);
+}
+
+void quantize_problem(Precision precision, LstmParams& params, UpstreamGradients* upstream) {
+  quantize(params.x, precision);
+  quantize(params.h0, precision);
+  quantize(params.c0, precision);
+  for (LayerWeights& layer : params.layers) {
+    quantize(layer.w_ih, precision);
+    quantize(layer.w_hh, precision);
+    quantize(layer.b_ih, precision);
+    quantize(layer.b_hh, precision);
+  }
+  if (upstream != nullptr) {
+    quantize(upstream->dy, precision);
+    quantize(upstream->dhy, precision);
+    quantize(upstream->dcy, precision);
+  }
+}
+
+bool problem_representable(Precision precision, const LstmParams& params,
+                           const UpstreamGradients* upstream) {
+  auto all = [precision](const std::vector<float>& values) {
+    for (float value : values)
+      if (!representable(value, precision)) return false;
+    return true;
+  };
+  bool ok = all(params.x) && all(params.h0) && all(params.c0);
+  for (const LayerWeights& layer : params.layers)
+    ok = ok && all(layer.w_ih) && all(layer.w_hh) && all(layer.b_ih) && all(layer.b_hh);
+  if (upstream != nullptr) ok = ok && all(upstream->dy) && all(upstream->dhy) && all(upstream->dcy);
+  return ok;
+}
+
+}  // namespace lstm
