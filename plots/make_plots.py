@@ -37,7 +37,7 @@ from matplotlib.patches import Patch
 from matplotlib.ticker import FixedLocator, FuncFormatter, LogLocator, NullLocator
 
 ROOT = Path(__file__).resolve().parent.parent
-CUDNN = ("cudnn_standard", "cudnn_persist_static", "cudnn_persist_dynamic")
+CUDNN = ("standard", "persist_static", "persist_dynamic")  # cudnn_<algorithm>[_training]
 PYTORCH = "pytorch"
 SIZES = ("hidden", "input_size", "batch", "seq_len", "layers")
 NAME = re.compile(r"(?P<impl>.+?)/(?P<group>[a-z_]+)/H:(\d+)/I:(\d+)/B:(\d+)/T:(\d+)/L:(\d+)\b")
@@ -55,7 +55,7 @@ class MissingData(Exception):
     """What a figure or table needs is not in the folder; the message says what."""
 
 
-# --- Reading --------------------------------------------------------------------------------
+# --- Reading ---------------------------------------------------------------------------------
 
 @dataclass(eq=False)
 class Run:
@@ -85,25 +85,21 @@ class Run:
     H = property(lambda self: self.shape[0])
     B = property(lambda self: self.shape[2])
 
-
 @dataclass
 class Results:
     """Everything read from one results/<gpu>/ folder."""
 
     folder: Path
-    runs: list = field(default_factory=list)
+    runs: list = field(default_factory=list)  # Run per bench entry and PyTorch record
+    other: dict = field(default_factory=dict)  # fp32_fma_peak, grid_sync/blocks:N -> Run
     context: dict = field(default_factory=dict)  # bench file -> its "context"
-    peak: Run | None = None  # fp32_fma_peak: the measured FP32 FMA rate (tflops)
-    barriers: dict = field(default_factory=dict)  # blocks -> Run (us_per_barrier)
-    checks: dict = field(default_factory=dict)  # (stage, kind, precision, shape) -> check
+    checks: dict = field(default_factory=dict)  # (stage, kind, precision, shape) -> [status..]
     pytorch: Path | None = None
     torch: str = "?"
-
 
 def rel(path):
     path = Path(path).resolve()
     return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
-
 
 def read_json(path, lines=False):
     """The JSON document in `path`, or with `lines` its records as (line number, record)."""
@@ -120,13 +116,11 @@ def read_json(path, lines=False):
             raise InputError(f"{path}:{n}: not a JSON object")
     return records
 
-
 def number(mapping, key, where):
     value = mapping.get(key) if isinstance(mapping, dict) else None
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         raise InputError(f"{where}: '{key}' is missing or not a finite number (got {value!r})")
     return float(value)
-
 
 def read_bench(path, res):
     doc = read_json(path)
@@ -140,32 +134,25 @@ def read_bench(path, res):
         if entry.get("run_type", "iteration") == "iteration":
             by_run.setdefault(entry.get("run_name", entry["name"]), []).append(entry)
     for name, entries in by_run.items():
-        where = f"{path}: {name}"
-        error = next((e.get("error_message") or e.get("skip_message") or "skipped"
-                      for e in entries if e.get("error_occurred") or e.get("skipped")), "")
-        if name.startswith(("fp32_fma_peak", "grid_sync/blocks:")):
+        where, match = f"{path}: {name}", NAME.match(name)
+        if name.startswith(("fp32_fma_peak", "grid_sync/")):
             key = "tflops" if name.startswith("fp32") else "us_per_barrier"
-            run = Run(name, "", (), "", "fp32", path, [{key: number(e, key, where)}
-                                                       for e in entries])
-            if name.startswith("fp32"):
-                res.peak = run
-            else:
-                res.barriers[int(re.match(r"grid_sync/blocks:(\d+)", name)[1])] = run
+            res.other[name.split("/iterations")[0]] = Run(name, "", (), "", "fp32", path, [
+                {key: number(e, key, where)} for e in entries])
             continue
-        match = NAME.match(name)
         if not match:
             raise InputError(f"{where}: not named '<impl>/<group>/H:../I:../B:../T:../L:..'")
         label = dict(w.split("=", 1) for w in str(entries[0].get("label", "")).split() if "=" in w)
         if not label.get("kind") or not label.get("precision"):
             raise InputError(f"{where}: label {entries[0].get('label')!r} lacks kind= or "
                              "precision=")
-        run = Run(match["impl"], match["group"], tuple(int(v) for v in match.groups()[2:]),
-                  label["kind"], label["precision"], path, error=error)
+        error = next((e.get("error_message") or e.get("skip_message") or "skipped"
+                      for e in entries if e.get("error_occurred") or e.get("skipped")), "")
         keys = ["median_ms", "min_ms", "max_ms", "tflops", "us_per_step_layer"]
         keys += [k for k in ("forward_ms", "backward_ms") if k in entries[0]]
-        run.reps = [] if error else [{k: number(e, k, where) for k in keys} for e in entries]
-        res.runs.append(run)
-
+        res.runs.append(Run(match["impl"], match["group"], tuple(map(int, match.groups()[2:])),
+                            label["kind"], label["precision"], path, [] if error else [
+                                {k: number(e, k, where) for k in keys} for e in entries], error))
 
 def read_pytorch(path, res):
     """PyTorch's records; where a shape, kind and precision comes twice, the last counts."""
@@ -173,18 +160,16 @@ def read_pytorch(path, res):
     for line, rec in read_json(path, lines=True):
         where = f"{path}:{line}"
         shape = tuple(int(number(rec, key, where)) for key in SIZES)
-        reps = {f"{s}_ms": number(rec.get("ms"), s, f"{where}: ms") for s in ("median", "min",
-                                                                           "max")}
-        reps.update(tflops=number(rec, "tflops", where),
-                    us_per_step_layer=number(rec, "us_per_step_layer", where))
+        rep = {f"{s}_ms": number(rec.get("ms"), s, f"{where}: ms") for s in ("median", "min", "max")}
+        rep.update(tflops=number(rec, "tflops", where),
+                   us_per_step_layer=number(rec, "us_per_step_layer", where))
         for phase, times in (rec.get("phases") or {}).items():
-            reps[f"{phase}_ms"] = number(times, "median", f"{where}: phases.{phase}")
+            rep[f"{phase}_ms"] = number(times, "median", f"{where}: phases.{phase}")
         kind, precision = rec.get("kind", "forward"), rec.get("precision", rec.get("dtype", "fp32"))
-        runs[(shape, kind, precision)] = Run(PYTORCH, "", shape, kind, precision, path, [reps])
+        runs[(shape, kind, precision)] = Run(PYTORCH, "", shape, kind, precision, path, [rep])
         res.torch = (rec.get("env") or {}).get("torch", res.torch)
     res.runs += runs.values()
     res.pytorch = path
-
 
 def read_checks(path, res):
     """canonical.jsonl: the latest check of each stage, kind, precision and shape."""
@@ -195,7 +180,6 @@ def read_checks(path, res):
                   "not performed" if check.get("performed") is not True else "FAILED")
         key = (rec.get("stage"), rec.get("kind", "forward"), rec.get("precision", "fp32"), shape)
         res.checks[key] = [status] + list(check.get("not_checked") or [])
-
 
 def load(folder):
     """Reads one results/<gpu>/ folder (bench.json required)."""
@@ -210,59 +194,50 @@ def load(folder):
     return res
 
 
-# --- Selecting ------------------------------------------------------------------------------
+# --- Selecting -------------------------------------------------------------------------------
 
 def is_stage(impl):
     return STAGE.fullmatch(impl) is not None
 
-
-def is_cudnn(impl):
-    return impl.startswith("cudnn_")
-
-
 def series(impl):
     return STAGE.fullmatch(impl)["series"] if is_stage(impl) else ""
-
 
 def stage_number(impl):
     return int(STAGE.fullmatch(impl)["number"])
 
+def is_cudnn(impl):
+    return impl.startswith("cudnn_")
 
 def algorithm(impl):
     """'persist_static' of 'cudnn_persist_static' and of 'cudnn_persist_static_training'."""
     return impl.removeprefix("cudnn_").removesuffix("_training")
 
-
 def display(impl):
     return ("PyTorch nn.LSTM" if impl == PYTORCH else
             f"cuDNN {algorithm(impl)}" if is_cudnn(impl) else impl)
 
-
 def order(run):
     """Table order: stages by series and number, cuDNN's algorithms, PyTorch; FP32 first."""
-    cudnn = CUDNN.index(f"cudnn_{algorithm(run.impl)}") if f"cudnn_{algorithm(run.impl)}" \
-        in CUDNN else len(CUDNN)
     rank = ((0, run.impl) if is_stage(run.impl) else (2, "") if run.impl == PYTORCH else
-            (1, cudnn, run.impl))
+            (1, (CUDNN + (algorithm(run.impl),)).index(algorithm(run.impl)), run.impl))
     return rank, run.precision != "fp32", run.precision
-
 
 def rows(res, kind, group):
     """The bench runs of one kind and group, with PyTorch's records at the group's shapes."""
     bench = [r for r in res.runs if r.kind == kind and r.group == group]
-    shapes = {r.shape for r in bench}
     return sorted(bench + [r for r in res.runs if r.impl == PYTORCH and r.kind == kind
-                           and r.shape in shapes], key=order)
+                           and r.shape in {b.shape for b in bench}], key=order)
 
+def canonical(res, kind):
+    runs = rows(res, kind, "canonical")
+    if not any(is_stage(r.impl) for r in runs):
+        raise MissingData(f"no {kind} stage measured at the canonical config")
+    return runs
 
-def stages_of(runs, name):
-    """The stages of the series `name` among `runs`, by number."""
-    return sorted({r.impl for r in runs if series(r.impl) == name}, key=stage_number)
-
-
-def persistent_stages(runs):
-    return [s for s in stages_of(runs, "forward") if stage_number(s) >= FIRST_PERSISTENT]
-
+def stages_of(runs, name, first=0):
+    """The stages of the series `name` numbered `first` or up among `runs`, by number."""
+    return sorted({r.impl for r in runs if series(r.impl) == name
+                   and stage_number(r.impl) >= first}, key=stage_number)
 
 def cudnn_best(runs, like):
     """cuDNN's fastest at `like`'s shape, kind and precision from `like`'s own bench file (for
@@ -272,7 +247,6 @@ def cudnn_best(runs, like):
              and (like.impl == PYTORCH or r.source == like.source)]
     return min(found, key=lambda r: r.ms, default=None)
 
-
 def previous(runs, run):
     """The measured stage before `run` in its series, at its shape and precision."""
     before = [r for r in runs if series(r.impl) == series(run.impl) and not r.error
@@ -280,21 +254,20 @@ def previous(runs, run):
               and stage_number(r.impl) < stage_number(run.impl)]
     return max(before, key=lambda r: stage_number(r.impl), default=None)
 
-
 def fixed_sizes(runs):
     """The sizes that `runs` hold fixed, e.g. 'T=100, L=1, I=H'."""
     parts = [f"{s}={v.pop()}" for s, v in zip("HIBTL", map(set, zip(*(r.shape for r in runs))))
              if len(v) == 1 and s != "I"]
     return ", ".join(parts + ["I=H"] * all(r.shape[0] == r.shape[1] for r in runs))
 
-
 def shape_label(run):
     return " ".join(f"{s}={v}" for s, v in zip("HIBTL", run.shape))
-
 
 def step_unit(runs):
     return "µs per time step" if all(r.shape[4] == 1 for r in runs) else "µs per step and layer"
 
+def ratio(a, b):
+    return f"{a / b:.2f}×" if a and b else "–"
 
 def provenance(res, runs):
     """The one line under a table or figure: the files, commit, date, GPU, repetitions."""
@@ -313,26 +286,13 @@ def provenance(res, runs):
     return text + "."
 
 
-def ratio(a, b):
-    return f"{a / b:.2f}×" if a and b else "–"
-
-
-def canonical(res, kind):
-    runs = rows(res, kind, "canonical")
-    if not any(is_stage(r.impl) for r in runs):
-        raise MissingData(f"no {kind} stage measured at the canonical config")
-    return runs
-
-
-# --- Figures: each takes a Results and returns a Figure, or raises MissingData -------------
+# --- Figures: each takes a Results and returns a Figure, or raises MissingData ---------------
 
 BAR, BACKWARD, PYTORCH_COLOR = "#4878a8", "#dd8452", "tab:red"
 PALETTE = [colormaps[name].colors[i] for name, skip in (("tab10", (3, 7)), ("Dark2", (7,)))
            for i in range(8 if name == "Dark2" else 10) if i not in skip]  # no red, no grey
 MARKERS = ("o", "s", "^", "v", "D", "P", "X", "*", "h", "<", ">", "p")
-CUDNN_STYLE = {"standard": ("black", "s"), "persist_static": ("dimgray", "^"),
-               "persist_dynamic": ("darkgray", "D")}
-
+CUDNN_STYLE = dict(zip(CUDNN, (("black", "s"), ("dimgray", "^"), ("darkgray", "D"))))
 
 def style(res, impl):
     """A stage: a colour and marker by its place in its series (the same in every figure);
@@ -346,7 +306,6 @@ def style(res, impl):
     return dict(color=PALETTE[i % len(PALETTE)], marker=MARKERS[i % len(MARKERS)],
                 markersize=5, linewidth=1.6)
 
-
 def new_figure(res, runs, title, size):
     fig = Figure(figsize=size, dpi=DPI, layout="constrained")
     fig.suptitle(title, fontsize=12)
@@ -355,14 +314,16 @@ def new_figure(res, runs, title, size):
                   x=0.01, ha="left")
     return fig
 
+def spread3(run, key, scale=1.0):
+    """(median, min, max) of a counter over the repetitions, times `scale`; 0s if refused."""
+    return (0, 0, 0) if run.error else tuple(scale * v for v in (run.med(key), *run.spread(key)))
 
 def errorbar(ax, xs, runs, key, **kw):
     """Points at the repetitions' median of `key`, their bars from its min to its max."""
-    ys = [r.med(key) for r in runs]
-    bars = [[y - r.spread(key)[0] for y, r in zip(ys, runs)],
-            [r.spread(key)[1] - y for y, r in zip(ys, runs)]]
-    return ax.errorbar(xs, ys, yerr=bars, capsize=2, elinewidth=1, **kw)
-
+    ys, low, high = zip(*(spread3(r, key) for r in runs))
+    return ax.errorbar(xs, ys, yerr=[[y - lo for y, lo in zip(ys, low)],
+                                     [hi - y for y, hi in zip(ys, high)]],
+                       capsize=2, elinewidth=1, **kw)
 
 def plot_lines(ax, res, runs, x):
     """A line per implementation and precision through its measured points (µs per step); a
@@ -371,44 +332,43 @@ def plot_lines(ax, res, runs, x):
     for r in runs:
         lines.setdefault((r.impl, r.precision), []).append(r)
     for (impl, precision), group in lines.items():
-        st = style(res, impl)
-        label = display(impl) + (f" ({precision.upper()})" if precision != "fp32" else "")
+        st, label = style(res, impl), display(impl) + f" ({precision.upper()})" * (
+            precision != "fp32")
         measured = sorted((r for r in group if not r.error), key=x)
         if measured:
             errorbar(ax, [x(r) for r in measured], measured, "us_per_step_layer", label=label,
                      **st)
-        if any(r.error for r in group):
-            ax.plot([x(r) for r in group if r.error], [0.03 + 0.05 * refused] * sum(
-                bool(r.error) for r in group), linestyle="none", marker="x", markersize=8,
-                markeredgewidth=2, color=st["color"], transform=ax.get_xaxis_transform(),
-                clip_on=False, label=f"× {label}: not supported")
+        skipped = [x(r) for r in group if r.error]
+        if skipped:
+            ax.plot(skipped, [0.03 + 0.05 * refused] * len(skipped), linestyle="none",
+                    marker="x", markersize=8, markeredgewidth=2, color=st["color"],
+                    transform=ax.get_xaxis_transform(), clip_on=False,
+                    label=f"× {label}: not supported")
             refused += 1
     return refused
-
 
 def sweep_figure(res, panels, title, extra=None):
     """µs per step against B or H, a panel per (title, runs, x, x label) of `panels` (then
     extra(ax, runs) where given); panels with the same x label share their y axis."""
-    runs = [r for _, panel, _, _ in panels for r in panel]
-    fig = new_figure(res, runs, title, (3.4 + 4.3 * len(panels), 5.4))
+    fig = new_figure(res, [r for p in panels for r in p[1]], title, (3.4 + 4.3 * len(panels), 5.4))
     axes = fig.subplots(1, len(panels), squeeze=False)[0]
     firsts, refused = {}, {}
     for ax, (name, panel, x, xlabel) in zip(axes, panels):
         first = firsts.setdefault(xlabel, ax)
         if first is not ax:
             ax.sharey(first)
-        ax.set(title=name, xlabel=xlabel, xscale="log", yscale="log")
+        ax.set(title=name, xlabel=xlabel, xscale="log", yscale="log",
+               ylabel=f"{step_unit(panel)} (lower is better)" if first is ax else "")
         refused[first] = max(refused.get(first, 0), plot_lines(ax, res, panel, x))
         if extra:
             extra(ax, panel)
-        ax.set_ylabel(f"{step_unit(panel)} (lower is better)" if first is ax else "")
         ax.xaxis.set_major_locator(FixedLocator(sorted({x(r) for r in panel})))
         ax.xaxis.set_minor_locator(NullLocator())
         ax.yaxis.set_major_locator(LogLocator(subs=(1, 2, 5)))
         for axis in (ax.xaxis, ax.yaxis):
             axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
         ax.grid(alpha=0.3)
-    for ax in axes:  # errorbar()'s data limits are wrong on log axes: the lines' are right
+    for ax in axes:  # errorbar()'s data limits are wrong on log axes; its lines' are right
         ax.relim()
         ax.autoscale_view()
     for first, count in refused.items():  # room below every point for the rows of ×s
@@ -421,45 +381,36 @@ def sweep_figure(res, panels, title, extra=None):
         for handle, label in zip(*ax.get_legend_handles_labels()):
             handles.setdefault(label, handle)
     labels = sorted(handles, key=lambda label: label.startswith("×"))
-    fig.legend([handles[label] for label in labels], labels, loc="outside right center",
-               fontsize=8.5)
+    fig.legend([handles[k] for k in labels], labels, loc="outside right center", fontsize=8.5)
     return fig
-
 
 def by_hidden(runs, what=""):
     """Batch-sweep panels, one per hidden size."""
     return [(f"{what}H = {h}", [r for r in runs if r.H == h], lambda r: r.B, "batch size B")
             for h in sorted({r.H for r in runs})]
 
-
 def measured(runs, what):
     if not any(not r.error for r in runs if r.impl != PYTORCH):
         raise MissingData(f"no measured {what}")
     return runs
 
-
 def figure_batch_sweep(res):
     runs = measured(rows(res, "forward", "batch_sweep"), "forward batch sweep")
-    return sweep_figure(res, by_hidden(runs), "LSTM forward: time per step "
-                                     f"against batch size ({fixed_sizes(runs)})")
-
+    return sweep_figure(res, by_hidden(runs), "LSTM forward: time per step against batch size "
+                        f"({fixed_sizes(runs)})")
 
 def figure_hidden_sweep(res):
     runs = measured(rows(res, "forward", "hidden_sweep"), "forward hidden sweep")
-    return sweep_figure(res, [("", runs, lambda r: r.H, "hidden size H")],
-                                     "LSTM forward: time per step and layer against hidden "
-                                     f"size ({fixed_sizes(runs)})")
-
+    return sweep_figure(res, [("", runs, lambda r: r.H, "hidden size H")], "LSTM forward: time "
+                        f"per step and layer against hidden size ({fixed_sizes(runs)})")
 
 def figure_training_sweeps(res):
     batch, hidden = rows(res, "training", "batch_sweep"), rows(res, "training", "hidden_sweep")
-    measured(batch + hidden, "training sweep")
-    panels = by_hidden(batch, "batch sweep, ") + [
+    panels = by_hidden(measured(batch, "training batch sweep"), "batch sweep, ") + [
         (f"hidden sweep ({fixed_sizes(hidden)})", hidden, lambda r: r.H, "hidden size H")
     ] * bool(hidden)
-    return sweep_figure(res, panels, "LSTM training pass (forward with stash and "
-                                     f"backward): time per step ({fixed_sizes(batch)})")
-
+    return sweep_figure(res, panels, "LSTM training pass (forward with stash and backward): "
+                        f"time per step ({fixed_sizes(batch)})")
 
 def against_cudnn(res, kind, shown, title):
     """The stages `shown` over the batch sweep, beside cuDNN's fastest of the same file at each
@@ -481,78 +432,60 @@ def against_cudnn(res, kind, shown, title):
                                 color="black", label=f"   fastest there: cuDNN {algo}")
     return sweep_figure(res, by_hidden(mine), f"{title} ({fixed_sizes(mine)})", draw)
 
-
 def figure_persistent(res):
-    return against_cudnn(res, "forward", stages_of(rows(res, "forward", "batch_sweep"),
-                                                   "forward")[-2:],
-                         "The last forward stage and the one before it against cuDNN")
-
+    stages = stages_of(rows(res, "forward", "batch_sweep"), "forward")[-2:]
+    return against_cudnn(res, "forward", stages, "The last forward stage and the one before it "
+                         "against cuDNN")
 
 def figure_persistent_steps(res):
-    return against_cudnn(res, "forward", persistent_stages(rows(res, "forward", "batch_sweep")),
-                         "The persistent forward stages against cuDNN")
-
+    stages = stages_of(rows(res, "forward", "batch_sweep"), "forward", FIRST_PERSISTENT)
+    return against_cudnn(res, "forward", stages, "The persistent forward stages against cuDNN")
 
 def figure_training_persistent(res):
-    return against_cudnn(res, "training", stages_of(rows(res, "training", "batch_sweep"),
-                                                    "training")[-2:],
-                         "The last training stage and the one before it against cuDNN's "
-                         "training pass")
+    stages = stages_of(rows(res, "training", "batch_sweep"), "training")[-2:]
+    return against_cudnn(res, "training", stages, "The last training stage and the one before "
+                         "it against cuDNN's training pass")
 
-
-def bar_panel(ax, runs, values, texts, **kw):
-    """A bar per run (its error bar from `values`' (median, low, high)) with a value label on a
-    white box (so that a reference line cannot cross it); a refused run is named instead."""
-    heights = [v[0] for v in values]
-    ax.bar(range(len(runs)), heights, width=0.7, capsize=2, yerr=[
+def bar_panel(ax, runs, values, texts, tops=None, **kw):
+    """A bar per run (error bar from `values`: (median, min, max)) with its label (at `tops`,
+    else the bar's top) on a white box, which no line crosses; a refused run is named."""
+    ax.bar(range(len(runs)), [v[0] for v in values], width=0.7, capsize=2, yerr=[
         [v[0] - v[1] for v in values], [v[2] - v[0] for v in values]], **kw)
-    for x, (run, height, text) in enumerate(zip(runs, heights, texts)):
-        ax.annotate("not\nsupported" if run.error else text, (x, height), xytext=(0, 3),
+    for x, (run, top, text) in enumerate(zip(runs, tops or [v[2] for v in values], texts)):
+        ax.annotate("not\nsupported" if run.error else text, (x, top), xytext=(0, 3),
                     textcoords="offset points", ha="center", va="bottom", fontsize=8, zorder=5,
                     bbox=dict(fc="white", ec="none", pad=0.3))
-    ticks = [display(r.impl).split("/")[-1].replace("_", " ") if is_stage(r.impl) else
-             display(r.impl).replace(" ", "\n", 1) for r in runs]
-    ax.set_xticks(range(len(runs)), [t + (f" ({r.precision.upper()})" if r.precision != "fp32"
-                                          else "") for t, r in zip(ticks, runs)],
+    ax.set_xticks(range(len(runs)), [(r.impl.split("/")[-1].replace("_", " ") if is_stage(r.impl)
+                                      else display(r.impl).replace(" ", "\n", 1))
+                                     + f" ({r.precision.upper()})" * (r.precision != "fp32")
+                                     for r in runs],
                   rotation=30, ha="right", rotation_mode="anchor", fontsize=8.5)
     ax.grid(axis="y", alpha=0.3)
     ax.set_axisbelow(True)
 
-
-def spread3(run, key, scale=1.0):
-    """(median, min, max) of a counter times `scale`; zeros for a refused run."""
-    return (0, 0, 0) if run.error else tuple(scale * v for v in (run.med(key),
-                                                                 *run.spread(key)))
-
-
 def references(runs, stages):
     """[(label, run, line style)]: cuDNN's fastest and PyTorch at each precision of `stages`."""
     refs = []
-    for precision in dict.fromkeys(s.precision for s in stages if not s.error):
-        stage = next(s for s in stages if s.precision == precision and not s.error)
-        tag = f" ({precision.upper()})" if precision != "fp32" else ""
+    for stage in {s.precision: s for s in reversed(stages) if not s.error}.values():
+        tag = f" ({stage.precision.upper()})" * (stage.precision != "fp32")
         best = cudnn_best(runs, stage)
-        pt = next((r for r in runs if r.impl == PYTORCH and r.precision == precision), None)
-        if best:
-            refs.append((f"cuDNN's fastest ({algorithm(best.impl)}){tag}", best,
-                         dict(color="black", linestyle="--")))
-        if pt:
-            refs.append((f"PyTorch nn.LSTM{tag}", pt,
-                         dict(color=PYTORCH_COLOR, linestyle=":", linewidth=2)))
+        pt = next((r for r in runs if r.impl == PYTORCH and r.precision == stage.precision), None)
+        refs += [(f"cuDNN's fastest ({algorithm(best.impl)}){tag}", best,
+                  dict(color="black", linestyle="--"))] * bool(best)
+        refs += [(f"PyTorch nn.LSTM{tag}", pt, dict(color=PYTORCH_COLOR, linestyle=":",
+                                                     linewidth=2))] * bool(pt)
     return refs
-
 
 def speedup_panel(ax, runs, stages):
     """Each stage's speedup over the first stage of its series, cuDNN and PyTorch as lines."""
-    base = stages[0]
+    base = next(s for s in stages if not s.error)
     bar_panel(ax, stages, [(0, 0, 0) if s.error else (base.ms / s.ms,) * 3 for s in stages],
-              [f"{base.ms / s.ms:.2f}×" if not s.error else "" for s in stages], color=BAR)
+              [s.error or f"{base.ms / s.ms:.2f}×" for s in stages], color=BAR)
     for label, r, st in references(runs, stages):
         ax.axhline(base.ms / r.ms, label=f"{label}: {base.ms / r.ms:.2f}×", **st)
-    ax.set(title=f"speedup over {base.impl} (higher is better)", ylabel="speedup (×)")
-    ax.set_ylim(0, max(base.ms / s.ms for s in stages if not s.error) * 1.15)
+    ax.set(title=f"speedup over {base.impl} (higher is better)", ylabel="speedup (×)",
+           ylim=(0, max(base.ms / s.ms for s in stages if not s.error) * 1.15))
     ax.legend(loc="upper left", fontsize=8.5)
-
 
 def figure_canonical(res):
     runs = canonical(res, "forward")
@@ -560,16 +493,15 @@ def figure_canonical(res):
     fig = new_figure(res, runs, "LSTM forward pass at the canonical config "
                      f"({shape_label(stages[0])})", (14, 5.6))
     ax_ms, ax_speed = fig.subplots(1, 2)
-    bar_panel(ax_ms, stages, [spread3(s, "median_ms") for s in stages],
-              [f"{s.ms:.3g}" if not s.error else "" for s in stages], color=BAR)
+    values = [spread3(s, "median_ms") for s in stages]
+    bar_panel(ax_ms, stages, values, [f"{v[0]:.3g}" for v in values], color=BAR)
     for label, r, st in references(runs, stages):
         ax_ms.axhline(r.ms, label=f"{label}: {r.ms:.2f} ms", **st)
-    ax_ms.set(title="time (lower is better)", ylabel="forward pass, median (ms)")
-    ax_ms.set_ylim(0, max(s.spread("median_ms")[1] for s in stages if not s.error) * 1.12)
+    ax_ms.set(title="time (lower is better)", ylabel="forward pass, median (ms)",
+              ylim=(0, max(v[2] for v in values) * 1.12))
     ax_ms.legend(loc="upper right", fontsize=8.5)
     speedup_panel(ax_speed, runs, stages)
     return fig
-
 
 def figure_training_canonical(res):
     runs = canonical(res, "training")
@@ -577,54 +509,51 @@ def figure_training_canonical(res):
     fig = new_figure(res, runs, "LSTM training pass (forward with stash, then backward) at the "
                      f"canonical config ({shape_label(stages[0])})", (15, 5.8))
     ax_ms, ax_speed = fig.subplots(1, 2, width_ratios=(len(runs), max(4, len(stages))))
-    forward = [0 if r.error else r.med("forward_ms") or 0 for r in runs]
-    hatch = ["" if is_stage(r.impl) else "///" for r in runs]
-    ax_ms.bar(range(len(runs)), [0 if r.error else r.med("backward_ms") or 0 for r in runs],
-              bottom=forward, width=0.7, color=BACKWARD, hatch=hatch, edgecolor="white", lw=0)
-    bar_panel(ax_ms, runs, [(f, f, f) for f in forward], [""] * len(runs), color=BAR,
-              hatch=hatch, edgecolor="white", linewidth=0)
+    phases = [[0 if r.error else r.med(k) or 0 for r in runs] for k in ("forward_ms",
+                                                                         "backward_ms")]
+    hatch = dict(hatch=["" if is_stage(r.impl) else "///" for r in runs], ec="white", lw=0)
+    ax_ms.bar(range(len(runs)), phases[1], bottom=phases[0], width=0.7, color=BACKWARD, **hatch)
+    values = [spread3(r, "median_ms") for r in runs]  # the total, timed on its own
+    bar_panel(ax_ms, runs, [(f, f, f) for f in phases[0]], [f"{v[0]:.3g}" for v in values],
+              [max(f + b, v[2]) for f, b, v in zip(*phases, values)], color=BAR, **hatch)
     ok = [r for r in runs if not r.error]
     errorbar(ax_ms, [runs.index(r) for r in ok], ok, "median_ms", linestyle="none", marker="_",
              markersize=22, markeredgewidth=2.5, color="black")
-    for r in ok:
-        ax_ms.annotate(f"{r.ms:.3g}", (runs.index(r), max(r.spread("median_ms")[1],
-                       forward[runs.index(r)] + (r.med("backward_ms") or 0))), xytext=(0, 4),
-                       textcoords="offset points", ha="center", va="bottom", fontsize=8)
     ax_ms.set(title="time per training pass (lower is better)", ylabel="training pass (ms)")
     ax_ms.legend(handles=[Patch(color=BAR, label="forward with stash (median)"),
                           Patch(color=BACKWARD, label="backward (median)"),
                           Line2D([], [], color="black", marker="_", linestyle="none",
-                                 markersize=14, markeredgewidth=2.5,
-                                 label="total, timed on its own (median)"),
+                                 markersize=14, mew=2.5, label="total, timed on its own (median)"),
                           Patch(fc="#bbbbbb", hatch="///", ec="white", label="baselines")],
                  loc="upper right", fontsize=8.5)
     speedup_panel(ax_speed, runs, stages)
     return fig
 
-
 def figure_fp32_fraction(res):
-    if res.peak is None:
+    peak = res.other.get("fp32_fma_peak")
+    if peak is None:
         raise MissingData("bench.json has no fp32_fma_peak entry")
     runs = canonical(res, "forward")
     fp32 = [r for r in runs if r.precision == "fp32" and is_stage(r.impl) and not r.error]
     shown = [(s.impl, s, BAR) for s in fp32] + [
         (label, r, st["color"]) for label, r, st in references(runs, fp32)]
-    peak = res.peak.med("tflops")
-    fig = new_figure(res, runs, f"Share of the measured FP32 FMA rate ({peak:.1f} TFLOP/s) at "
-                     f"the canonical config ({shape_label(runs[0])})", (11, 2 + 0.4 * len(shown)))
+    fig = new_figure(res, runs, f"Share of the measured FP32 FMA rate ({peak.med('tflops'):.1f} "
+                     f"TFLOP/s) at the canonical config ({shape_label(runs[0])})",
+                     (11, 2 + 0.4 * len(shown)))
     ax = fig.subplots()
-    for y, (label, r, color) in zip(range(len(shown) - 1, -1, -1), shown):
-        share, low, high = spread3(r, "tflops", 100 / peak)
+    ys = range(len(shown) - 1, -1, -1)
+    for y, (label, r, color) in zip(ys, shown):
+        share, low, high = spread3(r, "tflops", 100 / peak.med("tflops"))
         ax.barh(y, share, xerr=[[share - low], [high - share]], color=color, height=0.65,
                 capsize=2)
         ax.text(high, y, f"  {share:.1f} %  ({r.med('tflops'):.2f} TFLOP/s)", va="center",
                 fontsize=8.5)
-    ax.set_yticks(range(len(shown) - 1, -1, -1), [label for label, _, _ in shown], fontsize=8.5)
-    ax.set_xlim(0, max(spread3(r, "tflops", 100 / peak)[2] for _, r, _ in shown) * 1.4)
-    ax.set_xlabel("% of the measured FP32 FMA rate (higher is better)")
+    ax.set_yticks(ys, [label for label, _, _ in shown], fontsize=8.5)
+    ax.set(xlabel="% of the measured FP32 FMA rate (higher is better)",
+           xlim=(0, max(100 * r.spread("tflops")[1] for _, r, _ in shown)
+                 / peak.med("tflops") * 1.4))
     ax.grid(axis="x", alpha=0.3)
     return fig
-
 
 FIGURES = {
     "canonical.png": figure_canonical,
@@ -639,97 +568,81 @@ FIGURES = {
 }
 
 
-# --- Tables and paragraphs (README.md, stages/*/*/README.md, the notebook) -----------------
+# --- Tables and paragraphs (README.md, stages/*/*/README.md, the notebook) -------------------
 
 def markdown(header, body, footer):
     align = ["---" if h in ("implementation", "precision") else "--:" for h in header]
     return "\n".join([f"| {' | '.join(header)} |", f"|{'|'.join(align)}|"]
                      + [f"| {' | '.join(row)} |" for row in body] + ["", footer])
 
+def cell(run, value, name_algorithm=False):
+    text = "–" if run is None else "unsupported" if run.error else value(run)
+    return text + f" ({algorithm(run.impl)})" * bool(name_algorithm and run)
 
 def canonical_table(res, kind):
     """Every stage, cuDNN algorithm and PyTorch of one kind at the canonical config."""
     runs = canonical(res, kind)
-    base = next(r for r in runs if is_stage(r.impl))
+    base = next(r for r in runs if is_stage(r.impl) and not r.error)
     phases = ("forward_ms", "backward_ms") if kind == "training" else ()
     header = ["implementation", "precision", "ms (median)",
-              *(["forward with stash ms", "backward ms"] if phases else []), "TFLOP/s",
+              *["forward with stash ms", "backward ms"][:len(phases)], "TFLOP/s",
               f"speedup over `{base.impl}`", "speedup over previous stage",
               "time ÷ cuDNN's fastest"]
     body = []
     for r in runs:
         best = cudnn_best(runs, r)
+        before = previous(runs, r) if is_stage(r.impl) else None
         name = (r.impl if is_stage(r.impl) else display(r.impl)) + " **(fastest cuDNN)**" * (
             best is r)
-        if r.error:
-            body.append([name, r.precision.upper(), "unsupported"] + ["–"] * (len(header) - 3))
-            continue
-        before = previous(runs, r) if is_stage(r.impl) else None
-        body.append([name, r.precision.upper(), f"{r.ms:.3f}"]
+        body.append([name, r.precision.upper(), "unsupported"] + ["–"] * (len(header) - 3)
+                    if r.error else [name, r.precision.upper(), f"{r.ms:.3f}"]
                     + [f"{r.med(k):.3f}" if r.med(k) is not None else "–" for k in phases]
                     + [f"{r.med('tflops'):.2f}", ratio(base.ms, r.ms),
                        ratio(before.ms, r.ms) if before else "–",
                        ratio(r.ms, best.ms) if best else "–"])
     return markdown(header, body, provenance(res, runs))
 
-
 def results_table(res):
     return canonical_table(res, "forward")
 
-
 def training_table(res):
     return canonical_table(res, "training")
-
-
-def cell(run, value, name_algorithm=False):
-    text = "–" if run is None else "unsupported" if run.error else value(run)
-    return text + (f" ({algorithm(run.impl)})" if name_algorithm and run else "")
-
 
 def persistent_table(res):
     """The persistent forward stages at the canonical config and at TABLE_POINTS of the batch
     sweep, with cuDNN's fastest of the same file there (its algorithm named)."""
     runs, sweep = canonical(res, "forward"), rows(res, "forward", "batch_sweep")
-    stages = persistent_stages(runs + sweep)
+    stages = stages_of(runs + sweep, "forward", FIRST_PERSISTENT)
     if not stages:
         raise MissingData(f"no forward stage numbered {FIRST_PERSISTENT:02d} or up")
     points = [p for p in TABLE_POINTS if any((r.H, r.B) == p for r in sweep)]
     header = ["implementation", "precision", "canonical ms (median)", *(
         f"{step_unit(sweep)}, H={h} B={b}" for h, b in points), "canonical time ÷ cuDNN's fastest"]
-
-    def find(among, impl, precision, point=None):
-        return next((r for r in among if (r.impl, r.precision) == (impl, precision)
-                     and point in (None, (r.H, r.B))), None)
-
-    body, precisions = [], sorted({r.precision for r in runs + sweep if r.impl in stages},
-                                  key=lambda p: (p != "fp32", p))
-    for precision in precisions:
-        fastest = [None] * (len(points) + 1)
+    body, columns = [], [(runs, None)] + [(sweep, p) for p in points]
+    for precision in sorted({r.precision for r in runs + sweep if r.impl in stages},
+                            key=lambda p: (p != "fp32", p)):
+        fastest = [None] * len(columns)
         for impl in stages:
-            here = [find(runs, impl, precision)] + [find(sweep, impl, precision, p)
-                                                    for p in points]
-            if not any(here):
-                continue
+            here = [next((r for r in among if (r.impl, r.precision) == (impl, precision)
+                          and p in (None, (r.H, r.B))), None) for among, p in columns]
             fastest = [f or (cudnn_best(runs + sweep, r) if r else None)
                        for f, r in zip(fastest, here)]
             best = cudnn_best(runs, here[0]) if here[0] else None
-            body.append([impl, precision.upper(), cell(here[0], lambda r: f"{r.ms:.3f}")]
-                        + [cell(r, lambda r: f"{r.us:.1f}") for r in here[1:]]
-                        + [ratio(here[0].ms, best.ms) if best and not here[0].error else "–"])
-        body.append(["cuDNN's fastest", precision.upper(),
-                     cell(fastest[0], lambda r: f"{r.ms:.3f}", True)]
+            body += [[impl, precision.upper(), cell(here[0], lambda r: f"{r.ms:.3f}")]
+                     + [cell(r, lambda r: f"{r.us:.1f}") for r in here[1:]]
+                     + [ratio(here[0].ms, best.ms) if best and not here[0].error else "–"]
+                     ] * any(here)
+        body.append(["cuDNN's fastest", precision.upper(), cell(fastest[0], lambda r:
+                                                                f"{r.ms:.3f}", True)]
                     + [cell(f, lambda r: f"{r.us:.1f}", True) for f in fastest[1:]]
                     + ["1.00×" if fastest[0] else "–"])
     return markdown(header, body, provenance(res, [r for r in runs + sweep if r.impl in stages
                                                    or is_cudnn(r.impl)]))
 
-
 def stage_rows(res, stage, group):
     """The runs of the stage's kind in `group`, and the stage's own among them."""
-    kind = next((r.kind for r in res.runs if r.impl == stage), "forward")
-    runs = rows(res, kind, group)
+    runs = rows(res, next((r.kind for r in res.runs if r.impl == stage), "forward"), group)
     return runs, [r for r in runs if r.impl == stage]
-
 
 def stage_paragraph(res, stage):
     """A paragraph per precision of the stage at the canonical config: its time, speedups,
@@ -744,7 +657,7 @@ def stage_paragraph(res, stage):
             texts.append(f"{text}: not supported, {r.error}. {provenance(res, [r])}")
             continue
         text += (f"{', a training pass' * (r.kind == 'training')}: **{r.ms:.2f} ms** (fastest "
-                 f"run {min(r.spread('min_ms')):.2f}, slowest {max(r.spread('max_ms')):.2f}), "
+                 f"run {r.spread('min_ms')[0]:.2f}, slowest {r.spread('max_ms')[1]:.2f}), "
                  f"{r.med('tflops'):.2f} TFLOP/s, {r.us:.1f} µs per step and layer.")
         if r.med("forward_ms") is not None and r.med("backward_ms") is not None:
             text += (f" Its forward with stash takes {r.med('forward_ms'):.2f} ms and its "
@@ -752,7 +665,7 @@ def stage_paragraph(res, stage):
         first = next(s for s in runs if series(s.impl) == series(r.impl) and not s.error)
         said = [f"{ratio(s.ms, r.ms)} over `{s.impl}`" for s in
                 dict.fromkeys((first, previous(runs, r))) if s is not None and s is not r]
-        text += f" Speedup {', '.join(said)} (below 1× is a slowdown)." if said else ""
+        text += f" Speedup {', '.join(said)} (below 1× is a slowdown)." * bool(said)
         best = cudnn_best(runs, r)
         text += (f" Its time is {ratio(r.ms, best.ms)} that of cuDNN's fastest (`{best.impl}`,"
                  f" {best.ms:.2f} ms)." if best else "")
@@ -762,7 +675,6 @@ def stage_paragraph(res, stage):
         texts.append(f"{text} {provenance(res, [r] + [best] * bool(best))}")
     return "\n\n".join(texts)
 
-
 def stage_batch_sweep(res, stage):
     """The stage's µs per step over the batch sweep beside cuDNN's fastest at each point."""
     runs, mine = stage_rows(res, stage, "batch_sweep")
@@ -770,12 +682,12 @@ def stage_batch_sweep(res, stage):
         return f"Not measured yet: `{rel(res.folder)}` has no batch-sweep result of `{stage}`."
     tables = []
     for precision in sorted({r.precision for r in mine}, key=lambda p: (p != "fp32", p)):
-        points = {(r.H, r.B): r for r in mine if r.precision == precision}
-        hiddens = sorted({h for h, _ in points})
+        at = {(r.H, r.B): r for r in mine if r.precision == precision}
+        hiddens = sorted({h for h, _ in at})
         body = [[str(b)] + [c for h in hiddens for c in (
-            cell(points.get((h, b)), lambda r: f"{r.us:.1f}"),
-            cell(cudnn_best(runs, points[(h, b)]) if (h, b) in points else None,
-                 lambda r: f"{r.us:.1f}", True))] for b in sorted({b for _, b in points})]
+            cell(at.get((h, b)), lambda r: f"{r.us:.1f}"),
+            cell(cudnn_best(runs, at[(h, b)]) if (h, b) in at else None, lambda r: f"{r.us:.1f}",
+                 True))] for b in sorted({b for _, b in at})]
         tables.append(markdown(["B"] + [f"H={h}: {n}" for h in hiddens
                                         for n in (stage, "cuDNN fastest")], body,
                                f"{step_unit(mine)} ({fixed_sizes(mine)}, {precision.upper()}). "
@@ -783,22 +695,21 @@ def stage_batch_sweep(res, stage):
                                                   or is_cudnn(r.impl)])))
     return "\n\n".join(tables)
 
-
 def barrier_table(res):
     """The grid-wide barrier's cost per block count (bench entries grid_sync/blocks:N)."""
-    if not res.barriers:
+    barriers = {int(k.split(":")[1]): run for k, run in res.other.items() if "blocks:" in k}
+    if not barriers:
         return "Not measured yet: no grid_sync entries in bench.json."
-    first = next(iter(res.barriers.values()))
+    first = next(iter(barriers.values()))
     ctx, n = res.context[first.source], len(first.reps)
     return markdown(["blocks", "µs per barrier"], [
-        [str(b), f"{res.barriers[b].med('us_per_barrier'):.2f}"]
-        for b in sorted(res.barriers, reverse=True)],
+        [str(b), f"{barriers[b].med('us_per_barrier'):.2f}"] for b in sorted(barriers)[::-1]],
         f"From `{rel(first.source)}` (commit {ctx.get('git_commit', '?')}, "
         f"{str(ctx.get('date_utc', '?'))[:10]}), median of {n} repetition{'s' * (n != 1)}, "
         "each 10,000 barriers of `cooperative_groups::this_grid().sync()`, 128 threads a block.")
 
 
-# --- README sections and the command line ---------------------------------------------------
+# --- README sections and the command line ----------------------------------------------------
 
 def readme_sections(res, root):
     """{(path, marker): text} of every generated section under `root`; writes nothing."""
@@ -822,7 +733,6 @@ def readme_sections(res, root):
         sections[(path, "grid-barrier")] = barrier_table(res)
     return sections
 
-
 def replace_sections(sections):
     """Writes each section between its markers where its file has them; returns those."""
     texts, written = {}, []
@@ -836,13 +746,11 @@ def replace_sections(sections):
         path.write_text(text)
     return written
 
-
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--results", default=str(ROOT / "results"),
-                        help="the folder of results/<gpu>/ folders (default: results/)")
-    parser.add_argument("--out", help="the PNGs go to OUT/<gpu>/ (default: <results>/<gpu>/"
-                                      "plots/)")
+                        help="the folder of <gpu>/ folders (default: results/)")
+    parser.add_argument("--out", help="PNGs into OUT/<gpu>/ (default: <results>/<gpu>/plots/)")
     parser.add_argument("--no-readmes", action="store_true", help="only draw the figures")
     parser.add_argument("--readme-gpu", default="h100-sxm",
                         help="the folder the README sections come from (default: h100-sxm)")
@@ -876,7 +784,6 @@ def main(argv=None):
     for path, marker in replace_sections(sections):
         print(f"plots: rewrote {rel(path)} ({marker})")
     return 0
-
 
 if __name__ == "__main__":
     sys.exit(main())
