@@ -1,21 +1,17 @@
 #!/usr/bin/env python3
 """Draws the figures and rewrites the generated README sections from results/<gpu>/.
 
-Reads, in every results/<gpu>/ folder that has a bench.json:
-  bench.json, bench_training.json  Google Benchmark JSON from build/bin/lstm_bench: entries
-      '<implementation>/<group>/H:../I:../B:../T:../L:..' labelled 'series=.. kind=..
-      precision=..', plus fp32_fma_peak and grid_sync/blocks:N. Only "iteration" entries are
-      read, grouped by run_name (--benchmark_repetitions=N gives N of them): a time is the
-      MEDIAN of the repetitions' median_ms, and error bars span their min to max.
-  pytorch.jsonl    torch.nn.LSTM (baselines/pytorch/lstm_pytorch.py), one record a line.
-  canonical.jsonl  the stages' checked runs: the check a stage's section quotes.
-Stages come from the data ('forward/NN_slug', 'training/NN_slug'); none is named here.
+Reads every results/<gpu>/ folder that has a bench.json: bench.json and bench_training.json
+(Google Benchmark JSON from build/bin/lstm_bench: entries '<impl>/<group>/H:../I:../B:../T:../L:..'
+labelled 'series=.. kind=.. precision=..'), pytorch.jsonl (baselines/pytorch/lstm_pytorch.py)
+and canonical.jsonl (the checked runs, whose check the stage sections quote). Only "iteration"
+entries are read, grouped by run_name (--benchmark_repetitions=N gives N): a time is the MEDIAN
+of the repetitions' median_ms; error bars span their min to max. Stages come from the data.
 
 Writes the FIGURES into results/<gpu>/plots/ (OUT/<gpu>/ with --out) and, unless --no-readmes,
-the text between <!-- NAME:begin --> and <!-- NAME:end --> in README.md (results-table,
-persistent-table, training-table) and stages/*/*/README.md (stage-result, stage-batch-sweep,
-grid-barrier), from the folder --readme-gpu. Everything is read and every section made before
-anything is written: bad input writes nothing and exits 1.
+the text between <!-- NAME:begin --> and <!-- NAME:end --> in README.md and stages/*/*/README.md
+(readme_sections()) from the folder --readme-gpu. All is read and made before anything is
+written: bad input writes nothing and exits 1.
 
 usage: plots/make_plots.py [--results DIR] [--out DIR] [--no-readmes] [--readme-gpu NAME]
                            [--readme-root DIR]
@@ -32,9 +28,7 @@ from pathlib import Path
 
 from matplotlib import colormaps
 from matplotlib.figure import Figure
-from matplotlib.lines import Line2D
-from matplotlib.patches import Patch
-from matplotlib.ticker import FixedLocator, FuncFormatter, LogLocator, NullLocator
+from matplotlib.ticker import FuncFormatter, LogLocator, NullLocator
 
 ROOT = Path(__file__).resolve().parent.parent
 CUDNN = ("standard", "persist_static", "persist_dynamic")  # cudnn_<algorithm>[_training]
@@ -49,7 +43,6 @@ DPI = 110
 
 class InputError(Exception):
     """Missing or malformed input; the message names the file."""
-
 
 class MissingData(Exception):
     """What a figure or table needs is not in the folder; the message says what."""
@@ -77,9 +70,7 @@ class Run:
         return statistics.median(values) if values else None
 
     def spread(self, key):
-        """(min, max) of a counter over the repetitions."""
         return min(rep[key] for rep in self.reps), max(rep[key] for rep in self.reps)
-
     ms = property(lambda self: self.med("median_ms"))
     us = property(lambda self: self.med("us_per_step_layer"))
     H = property(lambda self: self.shape[0])
@@ -326,62 +317,48 @@ def errorbar(ax, xs, runs, key, **kw):
                        capsize=2, elinewidth=1, **kw)
 
 def plot_lines(ax, res, runs, x):
-    """A line per implementation and precision through its measured points (µs per step); a
-    point it does not support is an × along the bottom. Returns how many rows of ×s."""
-    lines, refused = {}, 0
+    """A line per implementation and precision through its measured points (µs per step)."""
+    lines = {}
     for r in runs:
         lines.setdefault((r.impl, r.precision), []).append(r)
     for (impl, precision), group in lines.items():
-        st, label = style(res, impl), display(impl) + f" ({precision.upper()})" * (
-            precision != "fp32")
-        measured = sorted((r for r in group if not r.error), key=x)
-        if measured:
-            errorbar(ax, [x(r) for r in measured], measured, "us_per_step_layer", label=label,
-                     **st)
-        skipped = [x(r) for r in group if r.error]
-        if skipped:
-            ax.plot(skipped, [0.03 + 0.05 * refused] * len(skipped), linestyle="none",
-                    marker="x", markersize=8, markeredgewidth=2, color=st["color"],
-                    transform=ax.get_xaxis_transform(), clip_on=False,
-                    label=f"× {label}: not supported")
-            refused += 1
-    return refused
+        ok = sorted((r for r in group if not r.error), key=x)
+        if ok:
+            errorbar(ax, [x(r) for r in ok], ok, "us_per_step_layer", **style(res, impl),
+                     label=display(impl) + f" ({precision.upper()})" * (precision != "fp32"))
 
 def sweep_figure(res, panels, title, extra=None):
     """µs per step against B or H, a panel per (title, runs, x, x label) of `panels` (then
-    extra(ax, runs) where given); panels with the same x label share their y axis."""
-    fig = new_figure(res, [r for p in panels for r in p[1]], title, (3.4 + 4.3 * len(panels), 5.4))
-    axes = fig.subplots(1, len(panels), squeeze=False)[0]
-    firsts, refused = {}, {}
+    extra(ax, runs) where given); panels with the same x label share their y axis. The points
+    an implementation does not support are named under the panel."""
+    fig = new_figure(res, [r for p in panels for r in p[1]], title, (3.4 + 4.3 * len(panels), 5.6))
+    axes, firsts, handles = fig.subplots(1, len(panels), squeeze=False)[0], {}, {}
     for ax, (name, panel, x, xlabel) in zip(axes, panels):
         first = firsts.setdefault(xlabel, ax)
         if first is not ax:
             ax.sharey(first)
-        ax.set(title=name, xlabel=xlabel, xscale="log", yscale="log",
-               ylabel=f"{step_unit(panel)} (lower is better)" if first is ax else "")
-        refused[first] = max(refused.get(first, 0), plot_lines(ax, res, panel, x))
+        refused = {}
+        for r in panel:
+            refused.setdefault(display(r.impl), []).extend([f"{x(r):g}"] * bool(r.error))
+        refused = "; ".join(f"{impl} at {xlabel[-1]}={', '.join(xs)}"
+                            for impl, xs in refused.items() if xs)
+        ax.set(title=name, xscale="log", yscale="log", xlabel=xlabel + (
+            "\n" + textwrap.fill(f"not supported: {refused}", 60) if refused else ""),
+            ylabel=f"{step_unit(panel)} (lower is better)" if first is ax else "")
+        plot_lines(ax, res, panel, x)
         if extra:
             extra(ax, panel)
-        ax.xaxis.set_major_locator(FixedLocator(sorted({x(r) for r in panel})))
+        ax.set_xticks(*zip(*((v, f"{v:g}") for v in sorted({x(r) for r in panel}))))
         ax.xaxis.set_minor_locator(NullLocator())
         ax.yaxis.set_major_locator(LogLocator(subs=(1, 2, 5)))
-        for axis in (ax.xaxis, ax.yaxis):
-            axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
         ax.grid(alpha=0.3)
+        for handle, label in zip(*ax.get_legend_handles_labels()):
+            handles.setdefault(label, handle)
     for ax in axes:  # errorbar()'s data limits are wrong on log axes; its lines' are right
         ax.relim()
         ax.autoscale_view()
-    for first, count in refused.items():  # room below every point for the rows of ×s
-        if count:
-            low, high = (math.log10(v) for v in first.get_ylim())
-            band = 0.05 * count + 0.03
-            first.set_ylim(10 ** (low - band * (high - low) / (1 - band)), 10 ** high)
-    handles = {}  # one legend for every panel, on the right, the × entries last
-    for ax in axes:
-        for handle, label in zip(*ax.get_legend_handles_labels()):
-            handles.setdefault(label, handle)
-    labels = sorted(handles, key=lambda label: label.startswith("×"))
-    fig.legend([handles[k] for k in labels], labels, loc="outside right center", fontsize=8.5)
+    fig.legend(handles.values(), handles.keys(), loc="outside right center", fontsize=8.5)
     return fig
 
 def by_hidden(runs, what=""):
@@ -433,18 +410,19 @@ def against_cudnn(res, kind, shown, title):
     return sweep_figure(res, by_hidden(mine), f"{title} ({fixed_sizes(mine)})", draw)
 
 def figure_persistent(res):
-    stages = stages_of(rows(res, "forward", "batch_sweep"), "forward")[-2:]
-    return against_cudnn(res, "forward", stages, "The last forward stage and the one before it "
-                         "against cuDNN")
+    return against_cudnn(res, "forward", stages_of(rows(res, "forward", "batch_sweep"),
+                                                   "forward")[-2:],
+                         "The last forward stage and the one before it against cuDNN")
 
 def figure_persistent_steps(res):
-    stages = stages_of(rows(res, "forward", "batch_sweep"), "forward", FIRST_PERSISTENT)
-    return against_cudnn(res, "forward", stages, "The persistent forward stages against cuDNN")
+    return against_cudnn(res, "forward", stages_of(rows(res, "forward", "batch_sweep"),
+                                                   "forward", FIRST_PERSISTENT),
+                         "The persistent forward stages against cuDNN")
 
 def figure_training_persistent(res):
-    stages = stages_of(rows(res, "training", "batch_sweep"), "training")[-2:]
-    return against_cudnn(res, "training", stages, "The last training stage and the one before "
-                         "it against cuDNN's training pass")
+    return against_cudnn(res, "training", stages_of(rows(res, "training", "batch_sweep"),
+                                                    "training")[-2:],
+                         "The last training stage and the one before it against cuDNN")
 
 def bar_panel(ax, runs, values, texts, tops=None, **kw):
     """A bar per run (error bar from `values`: (median, min, max)) with its label (at `tops`,
@@ -470,10 +448,11 @@ def references(runs, stages):
         tag = f" ({stage.precision.upper()})" * (stage.precision != "fp32")
         best = cudnn_best(runs, stage)
         pt = next((r for r in runs if r.impl == PYTORCH and r.precision == stage.precision), None)
-        refs += [(f"cuDNN's fastest ({algorithm(best.impl)}){tag}", best,
-                  dict(color="black", linestyle="--"))] * bool(best)
-        refs += [(f"PyTorch nn.LSTM{tag}", pt, dict(color=PYTORCH_COLOR, linestyle=":",
-                                                     linewidth=2))] * bool(pt)
+        if best:
+            refs.append((f"cuDNN's fastest ({algorithm(best.impl)}){tag}", best,
+                         dict(color="black", linestyle="--")))
+        if pt:
+            refs.append((f"PyTorch nn.LSTM{tag}", pt, dict(color=PYTORCH_COLOR, linestyle=":")))
     return refs
 
 def speedup_panel(ax, runs, stages):
@@ -512,20 +491,18 @@ def figure_training_canonical(res):
     phases = [[0 if r.error else r.med(k) or 0 for r in runs] for k in ("forward_ms",
                                                                          "backward_ms")]
     hatch = dict(hatch=["" if is_stage(r.impl) else "///" for r in runs], ec="white", lw=0)
-    ax_ms.bar(range(len(runs)), phases[1], bottom=phases[0], width=0.7, color=BACKWARD, **hatch)
+    ax_ms.bar(range(len(runs)), phases[1], bottom=phases[0], width=0.7, color=BACKWARD,
+              label="backward (median)", **hatch)
     values = [spread3(r, "median_ms") for r in runs]  # the total, timed on its own
     bar_panel(ax_ms, runs, [(f, f, f) for f in phases[0]], [f"{v[0]:.3g}" for v in values],
-              [max(f + b, v[2]) for f, b, v in zip(*phases, values)], color=BAR, **hatch)
+              [max(f + b, v[2]) for f, b, v in zip(*phases, values)], color=BAR,
+              label="forward with stash (median)", **hatch)
     ok = [r for r in runs if not r.error]
     errorbar(ax_ms, [runs.index(r) for r in ok], ok, "median_ms", linestyle="none", marker="_",
-             markersize=22, markeredgewidth=2.5, color="black")
-    ax_ms.set(title="time per training pass (lower is better)", ylabel="training pass (ms)")
-    ax_ms.legend(handles=[Patch(color=BAR, label="forward with stash (median)"),
-                          Patch(color=BACKWARD, label="backward (median)"),
-                          Line2D([], [], color="black", marker="_", linestyle="none",
-                                 markersize=14, mew=2.5, label="total, timed on its own (median)"),
-                          Patch(fc="#bbbbbb", hatch="///", ec="white", label="baselines")],
-                 loc="upper right", fontsize=8.5)
+             markersize=22, markeredgewidth=2.5, color="black", label="total, timed on its own")
+    ax_ms.set(title="time per training pass (lower is better); hatched: the baselines",
+              ylabel="training pass (ms)")
+    ax_ms.legend(loc="upper right", fontsize=8.5)
     speedup_panel(ax_speed, runs, stages)
     return fig
 
@@ -541,17 +518,12 @@ def figure_fp32_fraction(res):
                      f"TFLOP/s) at the canonical config ({shape_label(runs[0])})",
                      (11, 2 + 0.4 * len(shown)))
     ax = fig.subplots()
-    ys = range(len(shown) - 1, -1, -1)
-    for y, (label, r, color) in zip(ys, shown):
-        share, low, high = spread3(r, "tflops", 100 / peak.med("tflops"))
-        ax.barh(y, share, xerr=[[share - low], [high - share]], color=color, height=0.65,
-                capsize=2)
-        ax.text(high, y, f"  {share:.1f} %  ({r.med('tflops'):.2f} TFLOP/s)", va="center",
-                fontsize=8.5)
-    ax.set_yticks(ys, [label for label, _, _ in shown], fontsize=8.5)
-    ax.set(xlabel="% of the measured FP32 FMA rate (higher is better)",
-           xlim=(0, max(100 * r.spread("tflops")[1] for _, r, _ in shown)
-                 / peak.med("tflops") * 1.4))
+    shares = [100 * r.med("tflops") / peak.med("tflops") for _, r, _ in shown]
+    ax.barh(range(len(shown))[::-1], shares, color=[c for _, _, c in shown], height=0.65)
+    for y, share, (_, r, _) in zip(range(len(shown))[::-1], shares, shown):
+        ax.text(share, y, f"  {share:.1f} %  ({r.med('tflops'):.2f} TFLOP/s)", va="center")
+    ax.set_yticks(range(len(shown))[::-1], [label for label, _, _ in shown])
+    ax.set(xlabel="% of the measured FP32 FMA rate (higher is better)", xlim=(0, max(shares) * 1.4))
     ax.grid(axis="x", alpha=0.3)
     return fig
 
@@ -577,7 +549,7 @@ def markdown(header, body, footer):
 
 def cell(run, value, name_algorithm=False):
     text = "–" if run is None else "unsupported" if run.error else value(run)
-    return text + f" ({algorithm(run.impl)})" * bool(name_algorithm and run)
+    return text + (f" ({algorithm(run.impl)})" if name_algorithm and run else "")
 
 def canonical_table(res, kind):
     """Every stage, cuDNN algorithm and PyTorch of one kind at the canonical config."""
@@ -748,14 +720,11 @@ def replace_sections(sections):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--results", default=str(ROOT / "results"),
-                        help="the folder of <gpu>/ folders (default: results/)")
+    parser.add_argument("--results", default=str(ROOT / "results"), help="default: results/")
     parser.add_argument("--out", help="PNGs into OUT/<gpu>/ (default: <results>/<gpu>/plots/)")
     parser.add_argument("--no-readmes", action="store_true", help="only draw the figures")
-    parser.add_argument("--readme-gpu", default="h100-sxm",
-                        help="the folder the README sections come from (default: h100-sxm)")
-    parser.add_argument("--readme-root", default=str(ROOT),
-                        help="where README.md and stages/ are (default: the repository)")
+    parser.add_argument("--readme-gpu", default="h100-sxm", help="the folder the READMEs show")
+    parser.add_argument("--readme-root", default=str(ROOT), help="where README.md, stages/ are")
     args = parser.parse_args(argv)
     results = Path(args.results)
     try:
