@@ -300,7 +300,7 @@ def style(res, impl):
 def new_figure(res, runs, title, size):
     fig = Figure(figsize=size, dpi=DPI, layout="constrained")
     fig.suptitle(title, fontsize=12)
-    caption = provenance(res, runs).replace("`", "") + " Error bars: min to max of repetitions."
+    caption = provenance(res, runs).replace("`", "") + " Error bars, where drawn: their min to max."
     fig.supxlabel(textwrap.fill(caption, int(size[0] * 16)), fontsize=7.5, color="#555555",
                   x=0.01, ha="left")
     return fig
@@ -427,8 +427,9 @@ def figure_training_persistent(res):
 def bar_panel(ax, runs, values, texts, tops=None, **kw):
     """A bar per run (error bar from `values`: (median, min, max)) with its label (at `tops`,
     else the bar's top) on a white box, which no line crosses; a refused run is named."""
-    ax.bar(range(len(runs)), [v[0] for v in values], width=0.7, capsize=2, yerr=[
-        [v[0] - v[1] for v in values], [v[2] - v[0] for v in values]], **kw)
+    spread = [[v[0] - v[1] for v in values], [v[2] - v[0] for v in values]]
+    ax.bar(range(len(runs)), [v[0] for v in values], width=0.7, capsize=2, **kw,
+           yerr=spread if any(map(any, spread)) else None)  # none where no spread is drawn
     for x, (run, top, text) in enumerate(zip(runs, tops or [v[2] for v in values], texts)):
         ax.annotate("not\nsupported" if run.error else text, (x, top), xytext=(0, 3),
                     textcoords="offset points", ha="center", va="bottom", fontsize=8, zorder=5,
