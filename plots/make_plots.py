@@ -1,17 +1,16 @@
 #!/usr/bin/env python3
 """Draws the figures and rewrites the generated README sections from results/<gpu>/.
 
-Reads every results/<gpu>/ folder that has a bench.json: bench.json and bench_training.json
-(Google Benchmark JSON from build/bin/lstm_bench: entries '<impl>/<group>/H:../I:../B:../T:../L:..'
+Reads each results/<gpu>/ folder with a bench.json: bench.json and bench_training.json (Google
+Benchmark JSON from build/bin/lstm_bench, entries '<impl>/<group>/H:../I:../B:../T:../L:..'
 labelled 'series=.. kind=.. precision=..'), pytorch.jsonl (baselines/pytorch/lstm_pytorch.py)
 and canonical.jsonl (the checked runs, whose check the stage sections quote). Only "iteration"
 entries are read, grouped by run_name (--benchmark_repetitions=N gives N): a time is the MEDIAN
-of the repetitions' median_ms; error bars span their min to max. Stages come from the data.
+of the repetitions' median_ms, and error bars span their min to max. Stages come from the data.
 
-Writes the FIGURES into results/<gpu>/plots/ (OUT/<gpu>/ with --out) and, unless --no-readmes,
-the text between <!-- NAME:begin --> and <!-- NAME:end --> in README.md and stages/*/*/README.md
-(readme_sections()) from the folder --readme-gpu. All is read and made before anything is
-written: bad input writes nothing and exits 1.
+Writes the FIGURES into <gpu>/plots/ (OUT/<gpu>/ with --out) and, unless --no-readmes, the text
+between <!-- NAME:begin --> and <!-- NAME:end --> in README.md and stages/*/*/README.md
+(readme_sections()), from --readme-gpu. Bad input writes nothing and exits 1.
 
 usage: plots/make_plots.py [--results DIR] [--out DIR] [--no-readmes] [--readme-gpu NAME]
                            [--readme-root DIR]
@@ -54,7 +53,6 @@ class MissingData(Exception):
 class Run:
     """One implementation at one shape, kind and precision: a dict of counters per repetition
     (one for a PyTorch record); `error` says why the bench skipped it."""
-
     impl: str
     group: str  # 'canonical', 'batch_sweep', 'hidden_sweep'; '' for a PyTorch record
     shape: tuple  # (H, I, B, T, L)
@@ -79,13 +77,11 @@ class Run:
 @dataclass
 class Results:
     """Everything read from one results/<gpu>/ folder."""
-
     folder: Path
     runs: list = field(default_factory=list)  # Run per bench entry and PyTorch record
     other: dict = field(default_factory=dict)  # fp32_fma_peak, grid_sync/blocks:N -> Run
     context: dict = field(default_factory=dict)  # bench file -> its "context"
     checks: dict = field(default_factory=dict)  # (stage, kind, precision, shape) -> [status..]
-    pytorch: Path | None = None
     torch: str = "?"
 
 def rel(path):
@@ -93,19 +89,16 @@ def rel(path):
     return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
 
 def read_json(path, lines=False):
-    """The JSON document in `path`, or with `lines` its records as (line number, record)."""
+    """The JSON document in `path`; with `lines`, its records as (line number, object)."""
     try:
         text = Path(path).read_text()
-        if not lines:
-            return json.loads(text)
-        records = [(n, json.loads(line)) for n, line in enumerate(text.splitlines(), 1)
-                   if line.strip()]
+        found = [(n, json.loads(line)) for n, line in enumerate(text.splitlines(), 1)
+                 if line.strip()] if lines else json.loads(text)
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
         raise InputError(f"{path}: not readable as JSON: {error}") from None
-    for n, record in records:
-        if not isinstance(record, dict):
-            raise InputError(f"{path}:{n}: not a JSON object")
-    return records
+    if lines and not all(isinstance(record, dict) for _, record in found):
+        raise InputError(f"{path}: a line that is not a JSON object")
+    return found
 
 def number(mapping, key, where):
     value = mapping.get(key) if isinstance(mapping, dict) else None
@@ -117,8 +110,7 @@ def read_bench(path, res):
     doc = read_json(path)
     if not isinstance(doc, dict) or not isinstance(doc.get("benchmarks"), list):
         raise InputError(f"{path}: not Google Benchmark JSON (no 'benchmarks' list)")
-    res.context[path] = doc.get("context") or {}
-    by_run = {}
+    res.context[path], by_run = doc.get("context") or {}, {}
     for entry in doc["benchmarks"]:
         if not isinstance(entry, dict) or not isinstance(entry.get("name"), str):
             raise InputError(f"{path}: a benchmark entry without a name")
@@ -131,12 +123,10 @@ def read_bench(path, res):
             res.other[name.split("/iterations")[0]] = Run(name, "", (), "", "fp32", path, [
                 {key: number(e, key, where)} for e in entries])
             continue
-        if not match:
-            raise InputError(f"{where}: not named '<impl>/<group>/H:../I:../B:../T:../L:..'")
         label = dict(w.split("=", 1) for w in str(entries[0].get("label", "")).split() if "=" in w)
-        if not label.get("kind") or not label.get("precision"):
-            raise InputError(f"{where}: label {entries[0].get('label')!r} lacks kind= or "
-                             "precision=")
+        if not match or not label.get("kind") or not label.get("precision"):
+            raise InputError(f"{where}: not named '<impl>/<group>/H:../I:../B:../T:../L:..' or "
+                             f"not labelled 'kind=.. precision=..' ({entries[0].get('label')!r})")
         error = next((e.get("error_message") or e.get("skip_message") or "skipped"
                       for e in entries if e.get("error_occurred") or e.get("skipped")), "")
         keys = ["median_ms", "min_ms", "max_ms", "tflops", "us_per_step_layer"]
@@ -151,16 +141,15 @@ def read_pytorch(path, res):
     for line, rec in read_json(path, lines=True):
         where = f"{path}:{line}"
         shape = tuple(int(number(rec, key, where)) for key in SIZES)
-        rep = {f"{s}_ms": number(rec.get("ms"), s, f"{where}: ms") for s in ("median", "min", "max")}
-        rep.update(tflops=number(rec, "tflops", where),
-                   us_per_step_layer=number(rec, "us_per_step_layer", where))
+        rep = {f"{s}_ms": number(rec.get("ms"), s, f"{where}: ms") for s in ("median", "min",
+                                                                           "max")}
+        rep.update({k: number(rec, k, where) for k in ("tflops", "us_per_step_layer")})
         for phase, times in (rec.get("phases") or {}).items():
             rep[f"{phase}_ms"] = number(times, "median", f"{where}: phases.{phase}")
         kind, precision = rec.get("kind", "forward"), rec.get("precision", rec.get("dtype", "fp32"))
         runs[(shape, kind, precision)] = Run(PYTORCH, "", shape, kind, precision, path, [rep])
         res.torch = (rec.get("env") or {}).get("torch", res.torch)
     res.runs += runs.values()
-    res.pytorch = path
 
 def read_checks(path, res):
     """canonical.jsonl: the latest check of each stage, kind, precision and shape."""
@@ -174,14 +163,13 @@ def read_checks(path, res):
 
 def load(folder):
     """Reads one results/<gpu>/ folder (bench.json required)."""
-    folder = Path(folder)
-    if not (folder / "bench.json").is_file():
+    if not (Path(folder) / "bench.json").is_file():
         raise InputError(f"{folder}/bench.json: missing")
-    res = Results(folder)
+    res = Results(Path(folder))
     for name, read in (("bench.json", read_bench), ("bench_training.json", read_bench),
                        ("pytorch.jsonl", read_pytorch), ("canonical.jsonl", read_checks)):
-        if (folder / name).is_file():
-            read(folder / name, res)
+        if (res.folder / name).is_file():
+            read(res.folder / name, res)
     return res
 
 
@@ -189,20 +177,15 @@ def load(folder):
 
 def is_stage(impl):
     return STAGE.fullmatch(impl) is not None
-
 def series(impl):
     return STAGE.fullmatch(impl)["series"] if is_stage(impl) else ""
-
 def stage_number(impl):
     return int(STAGE.fullmatch(impl)["number"])
-
 def is_cudnn(impl):
     return impl.startswith("cudnn_")
-
 def algorithm(impl):
     """'persist_static' of 'cudnn_persist_static' and of 'cudnn_persist_static_training'."""
     return impl.removeprefix("cudnn_").removesuffix("_training")
-
 def display(impl):
     return ("PyTorch nn.LSTM" if impl == PYTORCH else
             f"cuDNN {algorithm(impl)}" if is_cudnn(impl) else impl)
@@ -231,7 +214,7 @@ def stages_of(runs, name, first=0):
                    and stage_number(r.impl) >= first}, key=stage_number)
 
 def cudnn_best(runs, like):
-    """cuDNN's fastest at `like`'s shape, kind and precision from `like`'s own bench file (for
+    """cuDNN's fastest at `like`'s shape, kind and precision, from `like`'s own bench file (for
     PyTorch: from any), or None."""
     found = [r for r in runs if is_cudnn(r.impl) and not r.error
              and (r.shape, r.kind, r.precision) == (like.shape, like.kind, like.precision)
@@ -253,28 +236,25 @@ def fixed_sizes(runs):
 
 def shape_label(run):
     return " ".join(f"{s}={v}" for s, v in zip("HIBTL", run.shape))
-
 def step_unit(runs):
     return "µs per time step" if all(r.shape[4] == 1 for r in runs) else "µs per step and layer"
-
 def ratio(a, b):
     return f"{a / b:.2f}×" if a and b else "–"
 
 def provenance(res, runs):
     """The one line under a table or figure: the files, commit, date, GPU, repetitions."""
-    bench = [r for r in runs if r.impl != PYTORCH]
-    files = [f"`{rel(s)}` (commit {res.context[s].get('git_commit', '?')}, "
-             f"{str(res.context[s].get('date_utc', res.context[s].get('date', '?')))[:10]})"
-             for s in sorted({r.source for r in bench})]
+    bench, files = [r for r in runs if r.impl != PYTORCH], []
+    for source in sorted({r.source for r in bench}):
+        ctx = res.context[source]
+        files.append(f"`{rel(source)}` (commit {ctx.get('git_commit', '?')}, "
+                     f"{str(ctx.get('date_utc', ctx.get('date', '?')))[:10]})")
     gpu = next((c["gpu"] for c in res.context.values() if c.get("gpu")), "?")
-    reps = sorted({len(r.reps) for r in bench if r.reps}) or [0]
+    n = sorted({len(r.reps) for r in bench if r.reps}) or [0]
     text = (f"From {' and '.join(files)} on the {gpu}, median of "
-            f"{'–'.join(map(str, sorted({reps[0], reps[-1]})))} repetition{'s' * (reps != [1])}")
-    if any(is_cudnn(r.impl) for r in bench):
-        text += "; cuDNN from the same run"
-    if any(r.impl == PYTORCH for r in runs):
-        text += f"; PyTorch {res.torch} from `{rel(res.pytorch)}`"
-    return text + "."
+            f"{'–'.join(map(str, sorted({n[0], n[-1]})))} repetition{'s' * (n != [1])}")
+    text += "; cuDNN from the same run" if any(is_cudnn(r.impl) for r in bench) else ""
+    pytorch = [r.source for r in runs if r.impl == PYTORCH]
+    return text + (f"; PyTorch {res.torch} from `{rel(pytorch[0])}`." if pytorch else ".")
 
 
 # --- Figures: each takes a Results and returns a Figure, or raises MissingData ---------------
@@ -288,14 +268,12 @@ CUDNN_STYLE = dict(zip(CUDNN, (("black", "s"), ("dimgray", "^"), ("darkgray", "D
 def style(res, impl):
     """A stage: a colour and marker by its place in its series (the same in every figure);
     cuDNN grey and dashed; PyTorch red and dotted."""
-    if impl == PYTORCH:
-        return dict(color=PYTORCH_COLOR, linestyle=":", marker="x", linewidth=2)
-    if is_cudnn(impl):
-        color, marker = CUDNN_STYLE.get(algorithm(impl), ("silver", "o"))
-        return dict(color=color, linestyle="--", marker=marker, linewidth=1.5)
+    if impl == PYTORCH or is_cudnn(impl):
+        color, marker = ((PYTORCH_COLOR, "x") if impl == PYTORCH else
+                         CUDNN_STYLE.get(algorithm(impl), ("silver", "o")))
+        return dict(color=color, marker=marker, linestyle=":" if impl == PYTORCH else "--")
     i = stages_of(res.runs, series(impl)).index(impl)
-    return dict(color=PALETTE[i % len(PALETTE)], marker=MARKERS[i % len(MARKERS)],
-                markersize=5, linewidth=1.6)
+    return dict(color=PALETTE[i % len(PALETTE)], marker=MARKERS[i % len(MARKERS)], markersize=5)
 
 def new_figure(res, runs, title, size):
     fig = Figure(figsize=size, dpi=DPI, layout="constrained")
@@ -305,9 +283,9 @@ def new_figure(res, runs, title, size):
                   x=0.01, ha="left")
     return fig
 
-def spread3(run, key, scale=1.0):
-    """(median, min, max) of a counter over the repetitions, times `scale`; 0s if refused."""
-    return (0, 0, 0) if run.error else tuple(scale * v for v in (run.med(key), *run.spread(key)))
+def spread3(run, key):
+    """(median, min, max) of a counter over the repetitions; 0s for a refused run."""
+    return (0, 0, 0) if run.error else (run.med(key), *run.spread(key))
 
 def errorbar(ax, xs, runs, key, **kw):
     """Points at the repetitions' median of `key`, their bars from its min to its max."""
@@ -316,36 +294,28 @@ def errorbar(ax, xs, runs, key, **kw):
                                      [hi - y for y, hi in zip(ys, high)]],
                        capsize=2, elinewidth=1, **kw)
 
-def plot_lines(ax, res, runs, x):
-    """A line per implementation and precision through its measured points (µs per step)."""
-    lines = {}
-    for r in runs:
-        lines.setdefault((r.impl, r.precision), []).append(r)
-    for (impl, precision), group in lines.items():
-        ok = sorted((r for r in group if not r.error), key=x)
-        if ok:
-            errorbar(ax, [x(r) for r in ok], ok, "us_per_step_layer", **style(res, impl),
-                     label=display(impl) + f" ({precision.upper()})" * (precision != "fp32"))
-
 def sweep_figure(res, panels, title, extra=None):
     """µs per step against B or H, a panel per (title, runs, x, x label) of `panels` (then
-    extra(ax, runs) where given); panels with the same x label share their y axis. The points
-    an implementation does not support are named under the panel."""
+    extra(ax, runs) where given): a line per implementation and precision; panels with the same
+    x label share their y axis; the points an implementation refused are named under it."""
     fig = new_figure(res, [r for p in panels for r in p[1]], title, (3.4 + 4.3 * len(panels), 5.6))
     axes, firsts, handles = fig.subplots(1, len(panels), squeeze=False)[0], {}, {}
     for ax, (name, panel, x, xlabel) in zip(axes, panels):
         first = firsts.setdefault(xlabel, ax)
         if first is not ax:
             ax.sharey(first)
-        refused = {}
+        lines = {}
         for r in panel:
-            refused.setdefault(display(r.impl), []).extend([f"{x(r):g}"] * bool(r.error))
-        refused = "; ".join(f"{impl} at {xlabel[-1]}={', '.join(xs)}"
-                            for impl, xs in refused.items() if xs)
+            lines.setdefault((r.impl, r.precision), []).append(r)
+        refused = "; ".join(f"{display(i)} at {xlabel[-1]}={', '.join(f'{x(r):g}' for r in bad)}"
+                            for (i, _), rs in lines.items() if (bad := [r for r in rs if r.error]))
         ax.set(title=name, xscale="log", yscale="log", xlabel=xlabel + (
             "\n" + textwrap.fill(f"not supported: {refused}", 60) if refused else ""),
             ylabel=f"{step_unit(panel)} (lower is better)" if first is ax else "")
-        plot_lines(ax, res, panel, x)
+        for (impl, precision), group in lines.items():
+            if ok := sorted((r for r in group if not r.error), key=x):
+                errorbar(ax, [x(r) for r in ok], ok, "us_per_step_layer", **style(res, impl),
+                         label=display(impl) + f" ({precision.upper()})" * (precision != "fp32"))
         if extra:
             extra(ax, panel)
         ax.set_xticks(*zip(*((v, f"{v:g}") for v in sorted({x(r) for r in panel}))))
@@ -353,8 +323,7 @@ def sweep_figure(res, panels, title, extra=None):
         ax.yaxis.set_major_locator(LogLocator(subs=(1, 2, 5)))
         ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
         ax.grid(alpha=0.3)
-        for handle, label in zip(*ax.get_legend_handles_labels()):
-            handles.setdefault(label, handle)
+        handles.update({k: v for v, k in zip(*ax.get_legend_handles_labels()) if k not in handles})
     for ax in axes:  # errorbar()'s data limits are wrong on log axes; its lines' are right
         ax.relim()
         ax.autoscale_view()
@@ -389,10 +358,12 @@ def figure_training_sweeps(res):
     return sweep_figure(res, panels, "LSTM training pass (forward with stash and backward): "
                         f"time per step ({fixed_sizes(batch)})")
 
-def against_cudnn(res, kind, shown, title):
-    """The stages `shown` over the batch sweep, beside cuDNN's fastest of the same file at each
-    point, each point marked by the algorithm that was fastest there."""
+def against_cudnn(res, kind, first, title):
+    """The stages of series `kind` from number `first` (-2: the last two) over the batch sweep,
+    beside cuDNN's fastest of the same file at each point, marked by the algorithm fastest
+    there."""
     runs = rows(res, kind, "batch_sweep")
+    shown = stages_of(runs, kind, max(first, 0))[min(first, 0):]
     mine = measured([r for r in runs if r.impl in shown], f"{kind} stage in the batch sweep")
 
     def draw(ax, panel):
@@ -403,33 +374,26 @@ def against_cudnn(res, kind, shown, title):
                      color="black", linestyle="--", linewidth=1.5,
                      label=f"cuDNN's fastest at each point ({precision.upper()})")
             for algo, (_, marker) in CUDNN_STYLE.items():
-                at = [(b, t.us) for b, t in points if algorithm(t.impl) == algo]
-                if at:
+                if at := [(b, t.us) for b, t in points if algorithm(t.impl) == algo]:
                     ax.errorbar(*zip(*at), linestyle="none", marker=marker, markersize=8,
                                 color="black", label=f"   fastest there: cuDNN {algo}")
-    return sweep_figure(res, by_hidden(mine), f"{title} ({fixed_sizes(mine)})", draw)
+    return sweep_figure(res, by_hidden(mine), f"{title} against cuDNN ({fixed_sizes(mine)})", draw)
 
 def figure_persistent(res):
-    return against_cudnn(res, "forward", stages_of(rows(res, "forward", "batch_sweep"),
-                                                   "forward")[-2:],
-                         "The last forward stage and the one before it against cuDNN")
+    return against_cudnn(res, "forward", -2, "The last forward stage and the one before it")
 
 def figure_persistent_steps(res):
-    return against_cudnn(res, "forward", stages_of(rows(res, "forward", "batch_sweep"),
-                                                   "forward", FIRST_PERSISTENT),
-                         "The persistent forward stages against cuDNN")
+    return against_cudnn(res, "forward", FIRST_PERSISTENT, "The persistent forward stages")
 
 def figure_training_persistent(res):
-    return against_cudnn(res, "training", stages_of(rows(res, "training", "batch_sweep"),
-                                                    "training")[-2:],
-                         "The last training stage and the one before it against cuDNN")
+    return against_cudnn(res, "training", -2, "The last training stage and the one before it")
 
 def bar_panel(ax, runs, values, texts, tops=None, **kw):
-    """A bar per run (error bar from `values`: (median, min, max)) with its label (at `tops`,
+    """A bar per run (error bars from `values`: (median, min, max)) and its label (at `tops`,
     else the bar's top) on a white box, which no line crosses; a refused run is named."""
     spread = [[v[0] - v[1] for v in values], [v[2] - v[0] for v in values]]
     ax.bar(range(len(runs)), [v[0] for v in values], width=0.7, capsize=2, **kw,
-           yerr=spread if any(map(any, spread)) else None)  # none where no spread is drawn
+           yerr=spread if any(map(any, spread)) else None)  # no bars where nothing spreads
     for x, (run, top, text) in enumerate(zip(runs, tops or [v[2] for v in values], texts)):
         ax.annotate("not\nsupported" if run.error else text, (x, top), xytext=(0, 3),
                     textcoords="offset points", ha="center", va="bottom", fontsize=8, zorder=5,
@@ -447,17 +411,22 @@ def references(runs, stages):
     refs = []
     for stage in {s.precision: s for s in reversed(stages) if not s.error}.values():
         tag = f" ({stage.precision.upper()})" * (stage.precision != "fp32")
-        best = cudnn_best(runs, stage)
-        pt = next((r for r in runs if r.impl == PYTORCH and r.precision == stage.precision), None)
-        if best:
+        if best := cudnn_best(runs, stage):
             refs.append((f"cuDNN's fastest ({algorithm(best.impl)}){tag}", best,
                          dict(color="black", linestyle="--")))
-        if pt:
+        for pt in [r for r in runs if r.impl == PYTORCH and r.precision == stage.precision]:
             refs.append((f"PyTorch nn.LSTM{tag}", pt, dict(color=PYTORCH_COLOR, linestyle=":")))
     return refs
 
-def speedup_panel(ax, runs, stages):
-    """Each stage's speedup over the first stage of its series, cuDNN and PyTorch as lines."""
+def canonical_figure(res, kind, title, size):
+    """The canonical config: the time panel left for the caller, each stage's speedup over
+    the first of its series right, cuDNN's fastest and PyTorch as lines."""
+    runs = canonical(res, kind)
+    stages = [r for r in runs if is_stage(r.impl)]
+    fig = new_figure(res, runs, f"{title} at the canonical config ({shape_label(stages[0])})",
+                     size)
+    ax_ms, ax = fig.subplots(1, 2, width_ratios=(len(runs if kind == "training" else stages),
+                                                 len(stages)))
     base = next(s for s in stages if not s.error)
     bar_panel(ax, stages, [(0, 0, 0) if s.error else (base.ms / s.ms,) * 3 for s in stages],
               [s.error or f"{base.ms / s.ms:.2f}×" for s in stages], color=BAR)
@@ -466,50 +435,41 @@ def speedup_panel(ax, runs, stages):
     ax.set(title=f"speedup over {base.impl} (higher is better)", ylabel="speedup (×)",
            ylim=(0, max(base.ms / s.ms for s in stages if not s.error) * 1.15))
     ax.legend(loc="upper left", fontsize=8.5)
+    return fig, ax_ms, runs, stages
 
 def figure_canonical(res):
-    runs = canonical(res, "forward")
-    stages = [r for r in runs if is_stage(r.impl)]
-    fig = new_figure(res, runs, "LSTM forward pass at the canonical config "
-                     f"({shape_label(stages[0])})", (14, 5.6))
-    ax_ms, ax_speed = fig.subplots(1, 2)
+    fig, ax, runs, stages = canonical_figure(res, "forward", "LSTM forward pass", (14, 5.6))
     values = [spread3(s, "median_ms") for s in stages]
-    bar_panel(ax_ms, stages, values, [f"{v[0]:.3g}" for v in values], color=BAR)
+    bar_panel(ax, stages, values, [f"{v[0]:.3g}" for v in values], color=BAR)
     for label, r, st in references(runs, stages):
-        ax_ms.axhline(r.ms, label=f"{label}: {r.ms:.2f} ms", **st)
-    ax_ms.set(title="time (lower is better)", ylabel="forward pass, median (ms)",
-              ylim=(0, max(v[2] for v in values) * 1.12))
-    ax_ms.legend(loc="upper right", fontsize=8.5)
-    speedup_panel(ax_speed, runs, stages)
+        ax.axhline(r.ms, label=f"{label}: {r.ms:.2f} ms", **st)
+    ax.set(title="time (lower is better)", ylabel="forward pass, median (ms)",
+           ylim=(0, max(v[2] for v in values) * 1.12))
+    ax.legend(loc="upper right", fontsize=8.5)
     return fig
 
 def figure_training_canonical(res):
-    runs = canonical(res, "training")
-    stages = [r for r in runs if is_stage(r.impl)]
-    fig = new_figure(res, runs, "LSTM training pass (forward with stash, then backward) at the "
-                     f"canonical config ({shape_label(stages[0])})", (15, 5.8))
-    ax_ms, ax_speed = fig.subplots(1, 2, width_ratios=(len(runs), max(4, len(stages))))
-    phases = [[0 if r.error else r.med(k) or 0 for r in runs] for k in ("forward_ms",
-                                                                         "backward_ms")]
+    fig, ax, runs, _ = canonical_figure(res, "training", "LSTM training pass (forward with "
+                                        "stash, then backward)", (15, 5.8))
+    forward, backward = ([0 if r.error else r.med(k) or 0 for r in runs]
+                         for k in ("forward_ms", "backward_ms"))
     hatch = dict(hatch=["" if is_stage(r.impl) else "///" for r in runs], ec="white", lw=0)
-    ax_ms.bar(range(len(runs)), phases[1], bottom=phases[0], width=0.7, color=BACKWARD,
-              label="backward (median)", **hatch)
-    values = [spread3(r, "median_ms") for r in runs]  # the total, timed on its own
-    bar_panel(ax_ms, runs, [(f, f, f) for f in phases[0]], [f"{v[0]:.3g}" for v in values],
-              [max(f + b, v[2]) for f, b, v in zip(*phases, values)], color=BAR,
+    ax.bar(range(len(runs)), backward, bottom=forward, width=0.7, color=BACKWARD,
+           label="backward (median)", **hatch)
+    totals = [spread3(r, "median_ms") for r in runs]  # the total, timed on its own
+    bar_panel(ax, runs, [(f, f, f) for f in forward], [f"{t[0]:.3g}" for t in totals],
+              [max(f + b, t[2]) for f, b, t in zip(forward, backward, totals)], color=BAR,
               label="forward with stash (median)", **hatch)
     ok = [r for r in runs if not r.error]
-    errorbar(ax_ms, [runs.index(r) for r in ok], ok, "median_ms", linestyle="none", marker="_",
+    errorbar(ax, [runs.index(r) for r in ok], ok, "median_ms", linestyle="none", marker="_",
              markersize=22, markeredgewidth=2.5, color="black", label="total, timed on its own")
-    ax_ms.set(title="time per training pass (lower is better); hatched: the baselines",
-              ylabel="training pass (ms)")
-    ax_ms.legend(loc="upper right", fontsize=8.5)
-    speedup_panel(ax_speed, runs, stages)
+    ax.set(title="time per training pass (lower is better); hatched: the baselines",
+           ylabel="training pass (ms)")
+    ax.legend(loc="upper right", fontsize=8.5)
     return fig
 
 def figure_fp32_fraction(res):
-    peak = res.other.get("fp32_fma_peak")
-    if peak is None:
+    if (peak := res.other.get("fp32_fma_peak")) is None:
         raise MissingData("bench.json has no fp32_fma_peak entry")
     runs = canonical(res, "forward")
     fp32 = [r for r in runs if r.precision == "fp32" and is_stage(r.impl) and not r.error]
@@ -518,27 +478,19 @@ def figure_fp32_fraction(res):
     fig = new_figure(res, runs, f"Share of the measured FP32 FMA rate ({peak.med('tflops'):.1f} "
                      f"TFLOP/s) at the canonical config ({shape_label(runs[0])})",
                      (11, 2 + 0.4 * len(shown)))
-    ax = fig.subplots()
+    ax, ys = fig.subplots(), range(len(shown) - 1, -1, -1)
     shares = [100 * r.med("tflops") / peak.med("tflops") for _, r, _ in shown]
-    ax.barh(range(len(shown))[::-1], shares, color=[c for _, _, c in shown], height=0.65)
-    for y, share, (_, r, _) in zip(range(len(shown))[::-1], shares, shown):
+    ax.barh(ys, shares, color=[c for _, _, c in shown], height=0.65)
+    for y, share, (_, r, _) in zip(ys, shares, shown):
         ax.text(share, y, f"  {share:.1f} %  ({r.med('tflops'):.2f} TFLOP/s)", va="center")
-    ax.set_yticks(range(len(shown))[::-1], [label for label, _, _ in shown])
+    ax.set_yticks(ys, [label for label, _, _ in shown])
     ax.set(xlabel="% of the measured FP32 FMA rate (higher is better)", xlim=(0, max(shares) * 1.4))
     ax.grid(axis="x", alpha=0.3)
     return fig
 
-FIGURES = {
-    "canonical.png": figure_canonical,
-    "batch_sweep.png": figure_batch_sweep,
-    "persistent.png": figure_persistent,
-    "persistent_steps.png": figure_persistent_steps,
-    "hidden_sweep.png": figure_hidden_sweep,
-    "fp32_fraction.png": figure_fp32_fraction,
-    "training_canonical.png": figure_training_canonical,
-    "training_sweeps.png": figure_training_sweeps,
-    "training_persistent.png": figure_training_persistent,
-}
+FIGURES = {f"{name}.png": globals()[f"figure_{name}"] for name in (  # name.png: figure_name()
+    "canonical", "batch_sweep", "persistent", "persistent_steps", "hidden_sweep",
+    "fp32_fraction", "training_canonical", "training_sweeps", "training_persistent")}
 
 
 # --- Tables and paragraphs (README.md, stages/*/*/README.md, the notebook) -------------------
@@ -563,8 +515,7 @@ def canonical_table(res, kind):
               "time ÷ cuDNN's fastest"]
     body = []
     for r in runs:
-        best = cudnn_best(runs, r)
-        before = previous(runs, r) if is_stage(r.impl) else None
+        best, before = cudnn_best(runs, r), previous(runs, r) if is_stage(r.impl) else None
         name = (r.impl if is_stage(r.impl) else display(r.impl)) + " **(fastest cuDNN)**" * (
             best is r)
         body.append([name, r.precision.upper(), "unsupported"] + ["–"] * (len(header) - 3)
@@ -575,40 +526,33 @@ def canonical_table(res, kind):
                        ratio(r.ms, best.ms) if best else "–"])
     return markdown(header, body, provenance(res, runs))
 
-def results_table(res):
-    return canonical_table(res, "forward")
-
-def training_table(res):
-    return canonical_table(res, "training")
-
 def persistent_table(res):
     """The persistent forward stages at the canonical config and at TABLE_POINTS of the batch
-    sweep, with cuDNN's fastest of the same file there (its algorithm named)."""
+    sweep, and cuDNN's fastest of the same file there (its algorithm named)."""
     runs, sweep = canonical(res, "forward"), rows(res, "forward", "batch_sweep")
-    stages = stages_of(runs + sweep, "forward", FIRST_PERSISTENT)
-    if not stages:
+    if not (stages := stages_of(runs + sweep, "forward", FIRST_PERSISTENT)):
         raise MissingData(f"no forward stage numbered {FIRST_PERSISTENT:02d} or up")
     points = [p for p in TABLE_POINTS if any((r.H, r.B) == p for r in sweep)]
-    header = ["implementation", "precision", "canonical ms (median)", *(
-        f"{step_unit(sweep)}, H={h} B={b}" for h, b in points), "canonical time ÷ cuDNN's fastest"]
-    body, columns = [], [(runs, None)] + [(sweep, p) for p in points]
+    columns = [runs] + [[r for r in sweep if (r.H, r.B) == p] for p in points]
+    body = []
     for precision in sorted({r.precision for r in runs + sweep if r.impl in stages},
                             key=lambda p: (p != "fp32", p)):
-        fastest = [None] * len(columns)
+        fastest = [None] * len(columns)  # cuDNN's, beside the first stage measured there
         for impl in stages:
-            here = [next((r for r in among if (r.impl, r.precision) == (impl, precision)
-                          and p in (None, (r.H, r.B))), None) for among, p in columns]
-            fastest = [f or (cudnn_best(runs + sweep, r) if r else None)
-                       for f, r in zip(fastest, here)]
-            best = cudnn_best(runs, here[0]) if here[0] else None
-            body += [[impl, precision.upper(), cell(here[0], lambda r: f"{r.ms:.3f}")]
-                     + [cell(r, lambda r: f"{r.us:.1f}") for r in here[1:]]
-                     + [ratio(here[0].ms, best.ms) if best and not here[0].error else "–"]
-                     ] * any(here)
-        body.append(["cuDNN's fastest", precision.upper(), cell(fastest[0], lambda r:
-                                                                f"{r.ms:.3f}", True)]
+            if any(here := [next((r for r in column if (r.impl, r.precision) == (impl, precision)),
+                                 None) for column in columns]):
+                fastest = [f or (cudnn_best(c, r) if r else None)
+                           for f, c, r in zip(fastest, columns, here)]
+                best = cudnn_best(runs, here[0]) if here[0] else None
+                body.append([impl, precision.upper(), cell(here[0], lambda r: f"{r.ms:.3f}")]
+                            + [cell(r, lambda r: f"{r.us:.1f}") for r in here[1:]]
+                            + [ratio(here[0].ms, best.ms) if best else "–"])
+        body.append(["cuDNN's fastest", precision.upper(),
+                     cell(fastest[0], lambda r: f"{r.ms:.3f}", True)]
                     + [cell(f, lambda r: f"{r.us:.1f}", True) for f in fastest[1:]]
                     + ["1.00×" if fastest[0] else "–"])
+    header = ["implementation", "precision", "canonical ms (median)", *(
+        f"{step_unit(sweep)}, H={h} B={b}" for h, b in points), "canonical time ÷ cuDNN's fastest"]
     return markdown(header, body, provenance(res, [r for r in runs + sweep if r.impl in stages
                                                    or is_cudnn(r.impl)]))
 
@@ -625,26 +569,27 @@ def stage_paragraph(res, stage):
         return f"Not measured yet: `{rel(res.folder)}` has no canonical-config result of `{stage}`."
     texts = []
     for r in mine:
-        text = f"Measured at the canonical config ({shape_label(r)}, {r.precision.upper()})"
+        text, best = f"At the canonical config ({shape_label(r)}, {r.precision.upper()})", None
         if r.error:
-            texts.append(f"{text}: not supported, {r.error}. {provenance(res, [r])}")
-            continue
-        text += (f"{', a training pass' * (r.kind == 'training')}: **{r.ms:.2f} ms** (fastest "
-                 f"run {r.spread('min_ms')[0]:.2f}, slowest {r.spread('max_ms')[1]:.2f}), "
-                 f"{r.med('tflops'):.2f} TFLOP/s, {r.us:.1f} µs per step and layer.")
-        if r.med("forward_ms") is not None and r.med("backward_ms") is not None:
-            text += (f" Its forward with stash takes {r.med('forward_ms'):.2f} ms and its "
-                     f"backward {r.med('backward_ms'):.2f} ms (each timed on its own).")
-        first = next(s for s in runs if series(s.impl) == series(r.impl) and not s.error)
-        said = [f"{ratio(s.ms, r.ms)} over `{s.impl}`" for s in
-                dict.fromkeys((first, previous(runs, r))) if s is not None and s is not r]
-        text += f" Speedup {', '.join(said)} (below 1× is a slowdown)." * bool(said)
-        best = cudnn_best(runs, r)
-        text += (f" Its time is {ratio(r.ms, best.ms)} that of cuDNN's fastest (`{best.impl}`,"
-                 f" {best.ms:.2f} ms)." if best else "")
-        check = res.checks.get((r.impl, r.kind, r.precision, r.shape))
-        text += (" Check against the CPU reference (latest run in `canonical.jsonl`): "
-                 f"{'; '.join(check)}." if check else "")
+            text += f" this stage is not supported: {r.error}."
+        else:
+            phases = (f"; its forward with stash {r.med('forward_ms'):.2f} ms and its backward "
+                      f"{r.med('backward_ms'):.2f} ms, each timed on its own"
+                      if r.med("backward_ms") is not None else "")
+            text += (f"{', a training pass' * (r.kind == 'training')}: **{r.ms:.2f} ms** "
+                     f"(fastest run {r.spread('min_ms')[0]:.2f}, slowest "
+                     f"{r.spread('max_ms')[1]:.2f}), {r.med('tflops'):.2f} TFLOP/s, "
+                     f"{r.us:.1f} µs per step and layer{phases}.")
+            first = next(s for s in runs if series(s.impl) == series(r.impl) and not s.error)
+            said = [f"{ratio(s.ms, r.ms)} over `{s.impl}`" for s in
+                    dict.fromkeys((first, previous(runs, r))) if s is not None and s is not r]
+            text += f" Speedup {', '.join(said)} (below 1× is a slowdown)." if said else ""
+            if best := cudnn_best(runs, r):
+                text += (f" Its time is {ratio(r.ms, best.ms)} that of cuDNN's fastest "
+                         f"(`{best.impl}`, {best.ms:.2f} ms).")
+        if check := res.checks.get((r.impl, r.kind, r.precision, r.shape)):
+            text += (" Check against the CPU reference (latest run in `canonical.jsonl`): "
+                     f"{'; '.join(check)}.")
         texts.append(f"{text} {provenance(res, [r] + [best] * bool(best))}")
     return "\n\n".join(texts)
 
@@ -673,13 +618,10 @@ def barrier_table(res):
     barriers = {int(k.split(":")[1]): run for k, run in res.other.items() if "blocks:" in k}
     if not barriers:
         return "Not measured yet: no grid_sync entries in bench.json."
-    first = next(iter(barriers.values()))
-    ctx, n = res.context[first.source], len(first.reps)
     return markdown(["blocks", "µs per barrier"], [
         [str(b), f"{barriers[b].med('us_per_barrier'):.2f}"] for b in sorted(barriers)[::-1]],
-        f"From `{rel(first.source)}` (commit {ctx.get('git_commit', '?')}, "
-        f"{str(ctx.get('date_utc', '?'))[:10]}), median of {n} repetition{'s' * (n != 1)}, "
-        "each 10,000 barriers of `cooperative_groups::this_grid().sync()`, 128 threads a block.")
+        provenance(res, barriers.values())[:-1] + "; each repetition 10,000 barriers of "
+        "`cooperative_groups::this_grid().sync()`, 128 threads a block.")
 
 
 # --- README sections and the command line ----------------------------------------------------
@@ -689,15 +631,15 @@ def readme_sections(res, root):
     readme = Path(root) / "README.md"
     if "<!-- results-table:begin -->" not in (readme.read_text() if readme.is_file() else ""):
         raise InputError(f"{readme}: missing, or without the results-table markers")
-    sections = {}
-    for marker, function in (("results-table", results_table),
-                             ("persistent-table", persistent_table),
-                             ("training-table", training_table)):
+    try:
+        sections = {(readme, "results-table"): canonical_table(res, "forward")}
+    except MissingData as why:
+        raise InputError(f"{rel(res.folder)}: no results table: {why}") from None
+    for marker, table in (("persistent-table", persistent_table),
+                          ("training-table", lambda res: canonical_table(res, "training"))):
         try:
-            sections[(readme, marker)] = function(res)
+            sections[(readme, marker)] = table(res)
         except MissingData as why:
-            if marker == "results-table":
-                raise InputError(f"{rel(res.folder)}: no results table: {why}") from None
             sections[(readme, marker)] = f"Not measured yet: {why}."
     for path in sorted(Path(root).glob("stages/*/*/README.md")):
         stage = f"{path.parent.parent.name}/{path.parent.name}"
@@ -732,11 +674,9 @@ def main(argv=None):
         if not results.is_dir():
             raise InputError(f"{results}: no such results folder")
         loaded = {f: load(f) for f in sorted(results.iterdir()) if (f / "bench.json").is_file()}
-        sections = {}
-        if not args.no_readmes:
-            if results / args.readme_gpu not in loaded:
-                raise InputError(f"{results / args.readme_gpu}/bench.json: missing (--readme-gpu)")
-            sections = readme_sections(loaded[results / args.readme_gpu], args.readme_root)
+        sections = {} if args.no_readmes else readme_sections(
+            loaded.get(results / args.readme_gpu) or load(results / args.readme_gpu),
+            args.readme_root)
     except InputError as error:
         print(f"make_plots: error: {error}", file=sys.stderr)
         return 1
