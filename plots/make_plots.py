@@ -1,19 +1,13 @@
 #!/usr/bin/env python3
 """Draws the figures and rewrites the generated README sections from results/<gpu>/.
 
-Reads each results/<gpu>/ folder with a bench.json: bench.json and bench_training.json (Google
-Benchmark JSON from build/bin/lstm_bench, entries '<impl>/<group>/H:../I:../B:../T:../L:..'
-labelled 'series=.. kind=.. precision=..'), pytorch.jsonl (baselines/pytorch/lstm_pytorch.py)
-and canonical.jsonl (the checked runs, whose check the stage sections quote). Only "iteration"
-entries are read, grouped by run_name (--benchmark_repetitions=N gives N): a time is the MEDIAN
-of the repetitions' median_ms, and error bars span their min to max. Stages come from the data.
-
-Writes the FIGURES into <gpu>/plots/ (OUT/<gpu>/ with --out) and, unless --no-readmes, the text
-between <!-- NAME:begin --> and <!-- NAME:end --> in README.md and stages/*/*/README.md
-(readme_sections()), from --readme-gpu. Bad input writes nothing and exits 1.
-
-usage: plots/make_plots.py [--results DIR] [--out DIR] [--no-readmes] [--readme-gpu NAME]
-                           [--readme-root DIR]
+Reads each results/<gpu>/ with a bench.json: bench.json, bench_training.json (Google Benchmark
+JSON from build/bin/lstm_bench), pytorch.jsonl (baselines/pytorch/lstm_pytorch.py) and
+canonical.jsonl (checked runs: the check a stage section quotes). Only "iteration" entries are
+read, grouped by run_name (--benchmark_repetitions=N gives N): a time is the MEDIAN of the
+repetitions' median_ms; error bars span their min to max. Stages come from the data. Writes the
+FIGURES into <gpu>/plots/ (OUT/<gpu>/ with --out) and, unless --no-readmes, the sections of
+readme_sections() from --readme-gpu. Bad input writes nothing and exits 1.
 """
 import argparse
 import json
@@ -27,7 +21,7 @@ from pathlib import Path
 
 from matplotlib import colormaps
 from matplotlib.figure import Figure
-from matplotlib.ticker import FuncFormatter, LogLocator, NullLocator
+from matplotlib.ticker import FuncFormatter, LogLocator
 
 ROOT = Path(__file__).resolve().parent.parent
 CUDNN = ("standard", "persist_static", "persist_dynamic")  # cudnn_<algorithm>[_training]
@@ -46,28 +40,26 @@ class InputError(Exception):
 class MissingData(Exception):
     """What a figure or table needs is not in the folder; the message says what."""
 
-
 # --- Reading ---------------------------------------------------------------------------------
 
 @dataclass(eq=False)
 class Run:
-    """One implementation at one shape, kind and precision: a dict of counters per repetition
-    (one for a PyTorch record); `error` says why the bench skipped it."""
+    """One implementation at one shape, kind and precision: counters per repetition."""
     impl: str
     group: str  # 'canonical', 'batch_sweep', 'hidden_sweep'; '' for a PyTorch record
     shape: tuple  # (H, I, B, T, L)
     kind: str  # 'forward' or 'training'
     precision: str  # 'fp32', 'fp16', ...
     source: Path
-    reps: list = field(default_factory=list)
-    error: str = ""
+    reps: list = field(default_factory=list)  # a dict of counters each (one for PyTorch)
+    error: str = ""  # why the bench skipped it: 'unsupported: ...'
 
     def med(self, key):
         """The median of a counter over the repetitions (None where absent)."""
         values = [rep[key] for rep in self.reps if key in rep]
         return statistics.median(values) if values else None
 
-    def spread(self, key):
+    def spread(self, key):  # (min, max) of a counter over the repetitions
         return min(rep[key] for rep in self.reps), max(rep[key] for rep in self.reps)
     ms = property(lambda self: self.med("median_ms"))
     us = property(lambda self: self.med("us_per_step_layer"))
@@ -75,8 +67,7 @@ class Run:
     B = property(lambda self: self.shape[2])
 
 @dataclass
-class Results:
-    """Everything read from one results/<gpu>/ folder."""
+class Results:  # everything read from one results/<gpu>/ folder
     folder: Path
     runs: list = field(default_factory=list)  # Run per bench entry and PyTorch record
     other: dict = field(default_factory=dict)  # fp32_fma_peak, grid_sync/blocks:N -> Run
@@ -84,7 +75,7 @@ class Results:
     checks: dict = field(default_factory=dict)  # (stage, kind, precision, shape) -> [status..]
     torch: str = "?"
 
-def rel(path):
+def rel(path):  # relative to the repository where inside it
     path = Path(path).resolve()
     return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
 
@@ -135,15 +126,14 @@ def read_bench(path, res):
                             label["kind"], label["precision"], path, [] if error else [
                                 {k: number(e, k, where) for k in keys} for e in entries], error))
 
-def read_pytorch(path, res):
-    """PyTorch's records; where a shape, kind and precision comes twice, the last counts."""
+def read_pytorch(path, res):  # the last record of each shape, kind and precision counts
     runs = {}
     for line, rec in read_json(path, lines=True):
         where = f"{path}:{line}"
         shape = tuple(int(number(rec, key, where)) for key in SIZES)
-        rep = {f"{s}_ms": number(rec.get("ms"), s, f"{where}: ms") for s in ("median", "min",
-                                                                           "max")}
-        rep.update({k: number(rec, k, where) for k in ("tflops", "us_per_step_layer")})
+        rep = {k: number(rec, k, where) for k in ("tflops", "us_per_step_layer")}
+        rep.update({f"{s}_ms": number(rec.get("ms"), s, f"{where}: ms") for s in ("median",
+                                                                                "min", "max")})
         for phase, times in (rec.get("phases") or {}).items():
             rep[f"{phase}_ms"] = number(times, "median", f"{where}: phases.{phase}")
         kind, precision = rec.get("kind", "forward"), rec.get("precision", rec.get("dtype", "fp32"))
@@ -151,8 +141,7 @@ def read_pytorch(path, res):
         res.torch = (rec.get("env") or {}).get("torch", res.torch)
     res.runs += runs.values()
 
-def read_checks(path, res):
-    """canonical.jsonl: the latest check of each stage, kind, precision and shape."""
+def read_checks(path, res):  # canonical.jsonl: the latest check of each stage at each shape
     for line, rec in read_json(path, lines=True):
         shape = tuple(int(number(rec, key, f"{path}:{line}")) for key in SIZES)
         check = rec.get("check") if isinstance(rec.get("check"), dict) else {}
@@ -163,15 +152,12 @@ def read_checks(path, res):
 
 def load(folder):
     """Reads one results/<gpu>/ folder (bench.json required)."""
-    if not (Path(folder) / "bench.json").is_file():
-        raise InputError(f"{folder}/bench.json: missing")
     res = Results(Path(folder))
     for name, read in (("bench.json", read_bench), ("bench_training.json", read_bench),
                        ("pytorch.jsonl", read_pytorch), ("canonical.jsonl", read_checks)):
-        if (res.folder / name).is_file():
+        if name == "bench.json" or (res.folder / name).is_file():
             read(res.folder / name, res)
     return res
-
 
 # --- Selecting -------------------------------------------------------------------------------
 
@@ -202,7 +188,7 @@ def rows(res, kind, group):
     return sorted(bench + [r for r in res.runs if r.impl == PYTORCH and r.kind == kind
                            and r.shape in {b.shape for b in bench}], key=order)
 
-def canonical(res, kind):
+def canonical(res, kind):  # rows() at the canonical config, with at least one stage
     runs = rows(res, kind, "canonical")
     if not any(is_stage(r.impl) for r in runs):
         raise MissingData(f"no {kind} stage measured at the canonical config")
@@ -214,8 +200,7 @@ def stages_of(runs, name, first=0):
                    and stage_number(r.impl) >= first}, key=stage_number)
 
 def cudnn_best(runs, like):
-    """cuDNN's fastest at `like`'s shape, kind and precision, from `like`'s own bench file (for
-    PyTorch: from any), or None."""
+    """cuDNN's fastest at `like`'s shape, kind and precision, from `like`'s bench file."""
     found = [r for r in runs if is_cudnn(r.impl) and not r.error
              and (r.shape, r.kind, r.precision) == (like.shape, like.kind, like.precision)
              and (like.impl == PYTORCH or r.source == like.source)]
@@ -234,7 +219,7 @@ def fixed_sizes(runs):
              if len(v) == 1 and s != "I"]
     return ", ".join(parts + ["I=H"] * all(r.shape[0] == r.shape[1] for r in runs))
 
-def shape_label(run):
+def shape_label(run):  # 'H=512 I=512 B=64 T=100 L=4'
     return " ".join(f"{s}={v}" for s, v in zip("HIBTL", run.shape))
 def step_unit(runs):
     return "µs per time step" if all(r.shape[4] == 1 for r in runs) else "µs per step and layer"
@@ -256,7 +241,6 @@ def provenance(res, runs):
     pytorch = [r.source for r in runs if r.impl == PYTORCH]
     return text + (f"; PyTorch {res.torch} from `{rel(pytorch[0])}`." if pytorch else ".")
 
-
 # --- Figures: each takes a Results and returns a Figure, or raises MissingData ---------------
 
 BAR, BACKWARD, PYTORCH_COLOR = "#4878a8", "#dd8452", "tab:red"
@@ -266,8 +250,7 @@ MARKERS = ("o", "s", "^", "v", "D", "P", "X", "*", "h", "<", ">", "p")
 CUDNN_STYLE = dict(zip(CUDNN, (("black", "s"), ("dimgray", "^"), ("darkgray", "D"))))
 
 def style(res, impl):
-    """A stage: a colour and marker by its place in its series (the same in every figure);
-    cuDNN grey and dashed; PyTorch red and dotted."""
+    """A stage: colour and marker by its place in its series; cuDNN grey, PyTorch red."""
     if impl == PYTORCH or is_cudnn(impl):
         color, marker = ((PYTORCH_COLOR, "x") if impl == PYTORCH else
                          CUDNN_STYLE.get(algorithm(impl), ("silver", "o")))
@@ -278,26 +261,23 @@ def style(res, impl):
 def new_figure(res, runs, title, size):
     fig = Figure(figsize=size, dpi=DPI, layout="constrained")
     fig.suptitle(title, fontsize=12)
-    caption = provenance(res, runs).replace("`", "") + " Error bars, where drawn: their min to max."
-    fig.supxlabel(textwrap.fill(caption, int(size[0] * 16)), fontsize=7.5, color="#555555",
-                  x=0.01, ha="left")
+    fig.supxlabel(textwrap.fill(provenance(res, runs).replace("`", "") + " Error bars, where "
+                                "drawn: their min to max.", int(size[0] * 16)),
+                  fontsize=7.5, color="#555555", x=0.01, ha="left")
     return fig
 
-def spread3(run, key):
-    """(median, min, max) of a counter over the repetitions; 0s for a refused run."""
+def spread3(run, key):  # (median, min, max) of a counter over the repetitions; 0s if refused
     return (0, 0, 0) if run.error else (run.med(key), *run.spread(key))
 
 def errorbar(ax, xs, runs, key, **kw):
     """Points at the repetitions' median of `key`, their bars from its min to its max."""
-    ys, low, high = zip(*(spread3(r, key) for r in runs))
-    return ax.errorbar(xs, ys, yerr=[[y - lo for y, lo in zip(ys, low)],
-                                     [hi - y for y, hi in zip(ys, high)]],
-                       capsize=2, elinewidth=1, **kw)
+    ys, low, high = map(list, zip(*(spread3(r, key) for r in runs)))
+    return ax.errorbar(xs, ys, yerr=[[y - v for y, v in zip(ys, low)],
+                                     [v - y for y, v in zip(ys, high)]], capsize=2, **kw)
 
 def sweep_figure(res, panels, title, extra=None):
-    """µs per step against B or H, a panel per (title, runs, x, x label) of `panels` (then
-    extra(ax, runs) where given): a line per implementation and precision; panels with the same
-    x label share their y axis; the points an implementation refused are named under it."""
+    """µs per step, log-log: a panel per (title, runs, x, x label), a line per implementation
+    and precision, refused points named below, then extra(ax, runs); same x label, same y."""
     fig = new_figure(res, [r for p in panels for r in p[1]], title, (3.4 + 4.3 * len(panels), 5.6))
     axes, firsts, handles = fig.subplots(1, len(panels), squeeze=False)[0], {}, {}
     for ax, (name, panel, x, xlabel) in zip(axes, panels):
@@ -305,7 +285,7 @@ def sweep_figure(res, panels, title, extra=None):
         if first is not ax:
             ax.sharey(first)
         lines = {}
-        for r in panel:
+        for r in sorted(panel, key=x):  # stable: in rows() order at each x
             lines.setdefault((r.impl, r.precision), []).append(r)
         refused = "; ".join(f"{display(i)} at {xlabel[-1]}={', '.join(f'{x(r):g}' for r in bad)}"
                             for (i, _), rs in lines.items() if (bad := [r for r in rs if r.error]))
@@ -313,13 +293,13 @@ def sweep_figure(res, panels, title, extra=None):
             "\n" + textwrap.fill(f"not supported: {refused}", 60) if refused else ""),
             ylabel=f"{step_unit(panel)} (lower is better)" if first is ax else "")
         for (impl, precision), group in lines.items():
-            if ok := sorted((r for r in group if not r.error), key=x):
+            if ok := [r for r in group if not r.error]:
                 errorbar(ax, [x(r) for r in ok], ok, "us_per_step_layer", **style(res, impl),
                          label=display(impl) + f" ({precision.upper()})" * (precision != "fp32"))
         if extra:
             extra(ax, panel)
         ax.set_xticks(*zip(*((v, f"{v:g}") for v in sorted({x(r) for r in panel}))))
-        ax.xaxis.set_minor_locator(NullLocator())
+        ax.minorticks_off()
         ax.yaxis.set_major_locator(LogLocator(subs=(1, 2, 5)))
         ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
         ax.grid(alpha=0.3)
@@ -330,11 +310,9 @@ def sweep_figure(res, panels, title, extra=None):
     fig.legend(handles.values(), handles.keys(), loc="outside right center", fontsize=8.5)
     return fig
 
-def by_hidden(runs, what=""):
-    """Batch-sweep panels, one per hidden size."""
+def by_hidden(runs, what=""):  # batch-sweep panels, one per hidden size
     return [(f"{what}H = {h}", [r for r in runs if r.H == h], lambda r: r.B, "batch size B")
             for h in sorted({r.H for r in runs})]
-
 def measured(runs, what):
     if not any(not r.error for r in runs if r.impl != PYTORCH):
         raise MissingData(f"no measured {what}")
@@ -344,12 +322,10 @@ def figure_batch_sweep(res):
     runs = measured(rows(res, "forward", "batch_sweep"), "forward batch sweep")
     return sweep_figure(res, by_hidden(runs), "LSTM forward: time per step against batch size "
                         f"({fixed_sizes(runs)})")
-
 def figure_hidden_sweep(res):
     runs = measured(rows(res, "forward", "hidden_sweep"), "forward hidden sweep")
     return sweep_figure(res, [("", runs, lambda r: r.H, "hidden size H")], "LSTM forward: time "
                         f"per step and layer against hidden size ({fixed_sizes(runs)})")
-
 def figure_training_sweeps(res):
     batch, hidden = rows(res, "training", "batch_sweep"), rows(res, "training", "hidden_sweep")
     panels = by_hidden(measured(batch, "training batch sweep"), "batch sweep, ") + [
@@ -359,9 +335,7 @@ def figure_training_sweeps(res):
                         f"time per step ({fixed_sizes(batch)})")
 
 def against_cudnn(res, kind, first, title):
-    """The stages of series `kind` from number `first` (-2: the last two) over the batch sweep,
-    beside cuDNN's fastest of the same file at each point, marked by the algorithm fastest
-    there."""
+    """Stages `first` and up (-2: the last two) against cuDNN's fastest of the same file."""
     runs = rows(res, kind, "batch_sweep")
     shown = stages_of(runs, kind, max(first, 0))[min(first, 0):]
     mine = measured([r for r in runs if r.impl in shown], f"{kind} stage in the batch sweep")
@@ -381,16 +355,13 @@ def against_cudnn(res, kind, first, title):
 
 def figure_persistent(res):
     return against_cudnn(res, "forward", -2, "The last forward stage and the one before it")
-
 def figure_persistent_steps(res):
     return against_cudnn(res, "forward", FIRST_PERSISTENT, "The persistent forward stages")
-
 def figure_training_persistent(res):
     return against_cudnn(res, "training", -2, "The last training stage and the one before it")
 
 def bar_panel(ax, runs, values, texts, tops=None, **kw):
-    """A bar per run (error bars from `values`: (median, min, max)) and its label (at `tops`,
-    else the bar's top) on a white box, which no line crosses; a refused run is named."""
+    """A bar per run (`values`: (median, min, max)), labelled on a white box above `tops`."""
     spread = [[v[0] - v[1] for v in values], [v[2] - v[0] for v in values]]
     ax.bar(range(len(runs)), [v[0] for v in values], width=0.7, capsize=2, **kw,
            yerr=spread if any(map(any, spread)) else None)  # no bars where nothing spreads
@@ -419,12 +390,10 @@ def references(runs, stages):
     return refs
 
 def canonical_figure(res, kind, title, size):
-    """The canonical config: the time panel left for the caller, each stage's speedup over
-    the first of its series right, cuDNN's fastest and PyTorch as lines."""
+    """Two panels: the left one for the caller, each stage's speedup over the first right."""
     runs = canonical(res, kind)
     stages = [r for r in runs if is_stage(r.impl)]
-    fig = new_figure(res, runs, f"{title} at the canonical config ({shape_label(stages[0])})",
-                     size)
+    fig = new_figure(res, runs, f"{title} at the canonical config ({shape_label(stages[0])})", size)
     ax_ms, ax = fig.subplots(1, 2, width_ratios=(len(runs if kind == "training" else stages),
                                                  len(stages)))
     base = next(s for s in stages if not s.error)
@@ -471,27 +440,22 @@ def figure_training_canonical(res):
 def figure_fp32_fraction(res):
     if (peak := res.other.get("fp32_fma_peak")) is None:
         raise MissingData("bench.json has no fp32_fma_peak entry")
-    runs = canonical(res, "forward")
+    runs, peak = canonical(res, "forward"), peak.med("tflops")
     fp32 = [r for r in runs if r.precision == "fp32" and is_stage(r.impl) and not r.error]
-    shown = [(s.impl, s, BAR) for s in fp32] + [
-        (label, r, st["color"]) for label, r, st in references(runs, fp32)]
-    fig = new_figure(res, runs, f"Share of the measured FP32 FMA rate ({peak.med('tflops'):.1f} "
-                     f"TFLOP/s) at the canonical config ({shape_label(runs[0])})",
-                     (11, 2 + 0.4 * len(shown)))
-    ax, ys = fig.subplots(), range(len(shown) - 1, -1, -1)
-    shares = [100 * r.med("tflops") / peak.med("tflops") for _, r, _ in shown]
-    ax.barh(ys, shares, color=[c for _, _, c in shown], height=0.65)
-    for y, share, (_, r, _) in zip(ys, shares, shown):
-        ax.text(share, y, f"  {share:.1f} %  ({r.med('tflops'):.2f} TFLOP/s)", va="center")
-    ax.set_yticks(ys, [label for label, _, _ in shown])
-    ax.set(xlabel="% of the measured FP32 FMA rate (higher is better)", xlim=(0, max(shares) * 1.4))
-    ax.grid(axis="x", alpha=0.3)
+    shown = fp32 + [r for _, r, _ in references(runs, fp32)]
+    fig = new_figure(res, runs, f"Share of the measured FP32 FMA rate ({peak:.1f} TFLOP/s) at the "
+                     f"canonical config ({shape_label(runs[0])})", (13, 5.4))
+    ax, shares = fig.subplots(), [spread3(r, "tflops") for r in shown]
+    bar_panel(ax, shown, [[100 * v / peak for v in s] for s in shares],
+              [f"{100 * s[0] / peak:.1f} %\n{s[0]:.1f} TF/s" for s in shares], color=[
+                  BAR if is_stage(r.impl) else style(res, r.impl)["color"] for r in shown])
+    ax.set(ylabel="% of the measured FP32 FMA rate (higher is better)",
+           ylim=(0, max(100 * s[2] / peak for s in shares) * 1.2))
     return fig
 
 FIGURES = {f"{name}.png": globals()[f"figure_{name}"] for name in (  # name.png: figure_name()
     "canonical", "batch_sweep", "persistent", "persistent_steps", "hidden_sweep",
     "fp32_fraction", "training_canonical", "training_sweeps", "training_persistent")}
-
 
 # --- Tables and paragraphs (README.md, stages/*/*/README.md, the notebook) -------------------
 
@@ -509,10 +473,9 @@ def canonical_table(res, kind):
     runs = canonical(res, kind)
     base = next(r for r in runs if is_stage(r.impl) and not r.error)
     phases = ("forward_ms", "backward_ms") if kind == "training" else ()
-    header = ["implementation", "precision", "ms (median)",
-              *["forward with stash ms", "backward ms"][:len(phases)], "TFLOP/s",
-              f"speedup over `{base.impl}`", "speedup over previous stage",
-              "time ÷ cuDNN's fastest"]
+    header = ["implementation", "precision", "ms (median)", *["forward with stash ms",
+              "backward ms"][:len(phases)], "TFLOP/s", f"speedup over `{base.impl}`",
+              "speedup over previous stage", "time ÷ cuDNN's fastest"]
     body = []
     for r in runs:
         best, before = cudnn_best(runs, r), previous(runs, r) if is_stage(r.impl) else None
@@ -527,8 +490,7 @@ def canonical_table(res, kind):
     return markdown(header, body, provenance(res, runs))
 
 def persistent_table(res):
-    """The persistent forward stages at the canonical config and at TABLE_POINTS of the batch
-    sweep, and cuDNN's fastest of the same file there (its algorithm named)."""
+    """The persistent stages at the canonical config and TABLE_POINTS, and cuDNN's fastest."""
     runs, sweep = canonical(res, "forward"), rows(res, "forward", "batch_sweep")
     if not (stages := stages_of(runs + sweep, "forward", FIRST_PERSISTENT)):
         raise MissingData(f"no forward stage numbered {FIRST_PERSISTENT:02d} or up")
@@ -556,14 +518,12 @@ def persistent_table(res):
     return markdown(header, body, provenance(res, [r for r in runs + sweep if r.impl in stages
                                                    or is_cudnn(r.impl)]))
 
-def stage_rows(res, stage, group):
-    """The runs of the stage's kind in `group`, and the stage's own among them."""
+def stage_rows(res, stage, group):  # the runs of the stage's kind in `group`, and its own
     runs = rows(res, next((r.kind for r in res.runs if r.impl == stage), "forward"), group)
     return runs, [r for r in runs if r.impl == stage]
 
 def stage_paragraph(res, stage):
-    """A paragraph per precision of the stage at the canonical config: its time, speedups,
-    ratio to cuDNN's fastest, check and source."""
+    """A paragraph per precision of a stage at the canonical config: time, ratios, check."""
     runs, mine = stage_rows(res, stage, "canonical")
     if not mine:
         return f"Not measured yet: `{rel(res.folder)}` has no canonical-config result of `{stage}`."
@@ -598,23 +558,18 @@ def stage_batch_sweep(res, stage):
     runs, mine = stage_rows(res, stage, "batch_sweep")
     if not mine:
         return f"Not measured yet: `{rel(res.folder)}` has no batch-sweep result of `{stage}`."
-    tables = []
-    for precision in sorted({r.precision for r in mine}, key=lambda p: (p != "fp32", p)):
-        at = {(r.H, r.B): r for r in mine if r.precision == precision}
-        hiddens = sorted({h for h, _ in at})
-        body = [[str(b)] + [c for h in hiddens for c in (
-            cell(at.get((h, b)), lambda r: f"{r.us:.1f}"),
-            cell(cudnn_best(runs, at[(h, b)]) if (h, b) in at else None, lambda r: f"{r.us:.1f}",
-                 True))] for b in sorted({b for _, b in at})]
-        tables.append(markdown(["B"] + [f"H={h}: {n}" for h in hiddens
-                                        for n in (stage, "cuDNN fastest")], body,
-                               f"{step_unit(mine)} ({fixed_sizes(mine)}, {precision.upper()}). "
-                               + provenance(res, [r for r in runs if r.impl == stage
-                                                  or is_cudnn(r.impl)])))
-    return "\n\n".join(tables)
+    at, hiddens = {(r.H, r.B, r.precision): r for r in mine}, sorted({r.H for r in mine})
+    body = [[str(b), p.upper()] + [c for h in hiddens for c in (
+        cell(at.get((h, b, p)), lambda r: f"{r.us:.1f}"),
+        cell(cudnn_best(runs, at[(h, b, p)]) if (h, b, p) in at else None,
+             lambda r: f"{r.us:.1f}", True))]
+        for p, b in sorted({(r.precision, r.B) for r in mine}, key=lambda k: (k[0] != "fp32", k))]
+    return markdown(["B", "precision"] + [f"H={h}: {n}" for h in hiddens
+                                          for n in (stage, "cuDNN fastest")], body,
+                    f"{step_unit(mine)} ({fixed_sizes(mine)}). " + provenance(
+                        res, [r for r in runs if r.impl == stage or is_cudnn(r.impl)]))
 
-def barrier_table(res):
-    """The grid-wide barrier's cost per block count (bench entries grid_sync/blocks:N)."""
+def barrier_table(res):  # the grid-wide barrier's cost per block count (grid_sync/blocks:N)
     barriers = {int(k.split(":")[1]): run for k, run in res.other.items() if "blocks:" in k}
     if not barriers:
         return "Not measured yet: no grid_sync entries in bench.json."
@@ -623,7 +578,6 @@ def barrier_table(res):
         provenance(res, barriers.values())[:-1] + "; each repetition 10,000 barriers of "
         "`cooperative_groups::this_grid().sync()`, 128 threads a block.")
 
-
 # --- README sections and the command line ----------------------------------------------------
 
 def readme_sections(res, root):
@@ -631,11 +585,9 @@ def readme_sections(res, root):
     readme = Path(root) / "README.md"
     if "<!-- results-table:begin -->" not in (readme.read_text() if readme.is_file() else ""):
         raise InputError(f"{readme}: missing, or without the results-table markers")
-    try:
-        sections = {(readme, "results-table"): canonical_table(res, "forward")}
-    except MissingData as why:
-        raise InputError(f"{rel(res.folder)}: no results table: {why}") from None
-    for marker, table in (("persistent-table", persistent_table),
+    sections = {}
+    for marker, table in (("results-table", lambda res: canonical_table(res, "forward")),
+                          ("persistent-table", persistent_table),
                           ("training-table", lambda res: canonical_table(res, "training"))):
         try:
             sections[(readme, marker)] = table(res)
@@ -680,8 +632,6 @@ def main(argv=None):
     except InputError as error:
         print(f"make_plots: error: {error}", file=sys.stderr)
         return 1
-    if not loaded:
-        print(f"plots: no <gpu>/bench.json under {results}: nothing to draw")
     for folder, res in loaded.items():
         out = Path(args.out) / folder.name if args.out else folder / "plots"
         out.mkdir(parents=True, exist_ok=True)

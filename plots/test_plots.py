@@ -162,7 +162,7 @@ class Tables(Case):
 
     def test_stage_sections(self):
         sweep = mp.stage_batch_sweep(self.res, "forward/09_register_tiled")
-        self.assertEqual(row(sweep, "1")[3], "unsupported")  # H = 1024 refused
+        self.assertEqual(row(sweep, "1")[4], "unsupported")  # H = 1024 refused
         paragraph = mp.stage_paragraph(self.res, "training/00_naive")
         self.assertIn("Check against the CPU reference (latest run in `canonical.jsonl`): "
                       "passed; the gradients (synthetic).", paragraph)
@@ -276,7 +276,7 @@ class BadInput(Case):
         self.copy_fixture()
         result = run_script("--results", self.tmp / "results", "--readme-gpu", "other",
                             "--out", self.tmp / "out")
-        self.assert_refused(result, "other/bench.json: missing")
+        self.assert_refused(result, "other/bench.json: not readable")
 
 
 class Figures(Case):
