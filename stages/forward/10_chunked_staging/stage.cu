@@ -38,16 +38,9 @@ constexpr int kPublishThreads = 256;  // threads per block of the slot-0 kernel
 // Which kernel runs a plan
 // ---------------------------------------------------------------------------------------------
 
-/// The kernel that runs `plan`.
-const void* kernel_for(const Plan& plan) {
-  switch (plan.tile_batch) {
-    case 16:
-      return reinterpret_cast<const void*>(&persistent_lstm_kernel<16>);
-    case 8:
-      return reinterpret_cast<const void*>(&persistent_lstm_kernel<8>);
-    default:
-      return reinterpret_cast<const void*>(&persistent_lstm_kernel<4>);
-  }
+/// The kernel that runs `plan` (this stage's rule always takes the 4-wide tile).
+const void* kernel_for(const Plan&) {
+  return reinterpret_cast<const void*>(&persistent_lstm_kernel<4>);
 }
 
 // ---------------------------------------------------------------------------------------------
