@@ -48,7 +48,6 @@ __global__ void __launch_bounds__(max_threads_for_tile(kTileBatch), 1)
   const int first_unit = blockIdx.x * J;
   const int first_row = a.batch_begin;  // batch row of local b = 0
   const int rows = a.batch_end - a.batch_begin;
-  const std::size_t slot_floats = static_cast<std::size_t>(rows) * H;  // one step
   // float4 per row of staged h: odd, so that a warp's stores to 32 consecutive k rows fall on 8
   // different groups of 4 banks (a 4-way conflict, not up to 32-way).
   const int Bh4 = Bp4 | 1;
@@ -58,32 +57,16 @@ __global__ void __launch_bounds__(max_threads_for_tile(kTileBatch), 1)
   float* sums_s = reinterpret_cast<float*>(h_s + H * Bh4);  // [slice][j][q][Bp]
   float* cell_s = sums_s + a.k_slices * J * kGates * Bp;    // [J][Bp]
   float* bias_s = cell_s + J * Bp;                          // [J][4]
+  float* h_flat = reinterpret_cast<float*>(h_s);            // h_flat[k * 4 Bh4 + b]
 
   // ---- once per sequence: this block's rows of W_hh, its biases and c0, into shared memory.
   float* w_flat = reinterpret_cast<float*>(w_s);  // w_flat[k * 4J + 4j + q]
-  const int rows_w = J * kGates;
-  if (H % 4 == 0) {  // 16-byte reads along a row, four scalar writes to four k's
-    for (int i = tid; i < rows_w * (H / 4); i += threads) {
-      const int row = i % rows_w, k4 = i / rows_w, unit = first_unit + row / kGates;
-      const float4 v =
-          unit < H ? __ldg(reinterpret_cast<const float4*>(
-                               a.w_hh + (static_cast<std::size_t>(row % kGates) * H + unit) * H) +
-                           k4)
-                   : make_float4(0.f, 0.f, 0.f, 0.f);
-      w_flat[(4 * k4 + 0) * rows_w + row] = v.x;
-      w_flat[(4 * k4 + 1) * rows_w + row] = v.y;
-      w_flat[(4 * k4 + 2) * rows_w + row] = v.z;
-      w_flat[(4 * k4 + 3) * rows_w + row] = v.w;
-    }
-  } else {
-    for (int i = tid; i < rows_w * H; i += threads) {
-      const int row = i % rows_w, k = i / rows_w, unit = first_unit + row / kGates;
-      w_flat[i] = unit < H
-                      ? __ldg(a.w_hh + (static_cast<std::size_t>(row % kGates) * H + unit) * H + k)
-                      : 0.0f;
-    }
+  for (int i = tid; i < kGates * J * H; i += blockDim.x) {
+    const int k = i % H, row = i / H, j = row / kGates, q = row % kGates, unit = first_unit + j;
+    w_flat[k * kGates * J + row] =
+        unit < H ? a.w_hh[(static_cast<std::size_t>(q) * H + unit) * H + k] : 0.0f;
   }
-  for (int i = tid; i < rows_w; i += threads) {
+  for (int i = tid; i < kGates * J; i += blockDim.x) {
     const int unit = first_unit + i / kGates, q = i % kGates;
     bias_s[i] = unit < H ? a.b_ih[q * H + unit] + a.b_hh[q * H + unit] : 0.0f;
   }
@@ -124,26 +107,24 @@ __global__ void __launch_bounds__(max_threads_for_tile(kTileBatch), 1)
 
   for (int t = 0; t < a.seq_len; ++t) {
     trace.start_step();
-    const float* h_prev = a.exchange + static_cast<std::size_t>(t) * slot_floats;
-    float* h_next = a.exchange + static_cast<std::size_t>(t + 1) * slot_floats;
+    // h_{t-1} of the launch's rows into shared memory, transposed to [k][b]. Other SMs publish
+    // it: relaxed loads through L2, kLoadsInFlight per thread at once, re-read until none holds
+    // the sentinel.
+    const float* h_prev = a.exchange + static_cast<std::size_t>(t) * rows * H;
+    float* h_next = a.exchange + static_cast<std::size_t>(t + 1) * rows * H;
     const float* input_t = a.input_part + static_cast<std::size_t>(t) * a.batch * kGates * H;
-
-    // Stage h_{t-1} (the launch's rows, all of it) into shared memory, transposed to [k][b]:
-    // relaxed loads through L2, kLoadsInFlight per thread at once, re-read until none holds the
-    // sentinel. Value i is h_{t-1}[b = i / H][k = i % H].
-    float* h_flat = reinterpret_cast<float*>(h_s);  // h_flat[k * 4 Bh4 + b]
-    for (int base = tid; base < rows * H; base += kLoadsInFlight * threads) {
+    for (int base = tid; base < rows * H; base += kLoadsInFlight * blockDim.x) {
       float staged[kLoadsInFlight];
 #pragma unroll
       for (int r = 0; r < kLoadsInFlight; ++r) {
-        const int i = base + r * threads;
+        const int i = base + r * blockDim.x;
         if (i < rows * H) staged[r] = load_relaxed(h_prev + i);
       }
-      wait_published(staged, h_prev, rows * H, base, threads);
+      wait_published(staged, h_prev, rows * H, base, blockDim.x);
 #pragma unroll
       for (int r = 0; r < kLoadsInFlight; ++r) {
-        const int i = base + r * threads;
-        if (i < rows * H) h_flat[(i % H) * 4 * Bh4 + i / H] = staged[r];
+        const int i = base + r * blockDim.x;
+        if (i < rows * H) h_flat[(i % H) * 4 * Bh4 + i / H] = staged[r];  // b = i / H, k = i % H
       }
     }
     __syncthreads();  // h_{t-1} complete in shared memory

@@ -57,7 +57,7 @@ class PersistentStage final : public Stage {
   std::string unsupported_reason(const ProblemSize& s,
                                  const cudaDeviceProp& device) const override {
     const DeviceLimits limits = device_limits(device);
-    const Plan& plan = plan_for(s, limits);
+    const Plan plan = make_plan(s, limits);
     std::ostringstream why;
     if (!plan.fits) {
       why << "the recurrent weights do not fit on chip: " << plan.why << " (" << device.name << ", "
@@ -67,6 +67,7 @@ class PersistentStage final : public Stage {
       return why.str();
     }
     if (!device.cooperativeLaunch) return "the device does not support cooperative launches";
+    // Waiting for h needs every block resident at once: one per SM here.
     int per_sm = 0;
     const void* kernel = kernel_for(plan);
     cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -83,19 +84,29 @@ class PersistentStage final : public Stage {
   }
 
   std::size_t workspace_bytes(const ProblemSize& s) const override {
-    const std::size_t state = static_cast<std::size_t>(s.batch) * s.hidden;
-    const std::size_t sequence = static_cast<std::size_t>(s.seq_len) * state;
+    const std::size_t sequence = static_cast<std::size_t>(s.seq_len) * s.batch * s.hidden;
     // The input parts (T, B, 4H), the intermediate layers' h sequences (two, alternating) and
     // the exchange buffer (T + 1 slots of one slice's rows x H).
-    const Plan& plan = plan_for(s, current_device_limits());
-    const std::size_t exchange = plan.fits ? exchange_floats(s, plan) : 0;
+    std::size_t exchange = 0;
+    int device = 0;
+    cudaDeviceProp prop{};
+    if (cudaGetDevice(&device) == cudaSuccess &&
+        cudaGetDeviceProperties(&prop, device) == cudaSuccess) {
+      const Plan plan = make_plan(s, device_limits(prop));
+      if (plan.fits) exchange = exchange_floats(s, plan);
+    }
+    cudaGetLastError();
     return (kGates * sequence + std::min(s.layers - 1, 2) * sequence + exchange) * sizeof(float);
   }
 
   void prepare(const DeviceTensors& t) override {
     const ProblemSize& s = t.size;
     const std::size_t sequence = static_cast<std::size_t>(s.seq_len) * s.batch * s.hidden;
-    plan_for(s, current_device_limits());
+    int device = 0;
+    CUDA_CHECK(cudaGetDevice(&device));
+    cudaDeviceProp prop{};
+    CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
+    plan_ = make_plan(s, device_limits(prop));
     if (!plan_.fits) throw UnsupportedError(plan_.why);
     CUDA_CHECK(cudaFuncSetAttribute(kernel_for(plan_), cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     static_cast<int>(plan_.shared_bytes)));
@@ -122,6 +133,7 @@ class PersistentStage final : public Stage {
       CUBLAS_CHECK(cublasSgemm(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, four_h, s.seq_len * B, input_size,
                                &one, t.w_ih[layer], input_size, input_sequence, input_size, &zero,
                                input_part_.data(), four_h));
+      // Batch rows are independent sequences: a batch too large for one launch runs in slices.
       const int rows_per_slice = plan_.slice_batch;
       for (int begin = 0; begin < B; begin += rows_per_slice) {
         const int end = std::min(B, begin + rows_per_slice);
@@ -133,81 +145,45 @@ class PersistentStage final : public Stage {
                                    stream));
         // The whole recurrence of the slice: one launch.
         SharedKernelArgs args{};
-        set_common_args(args, t, layer, output_sequence, begin, end);
+        args.w_hh = t.w_hh[layer];
+        args.input_part = input_part_.data();
+        args.b_ih = t.b_ih[layer];
+        args.b_hh = t.b_hh[layer];
+        args.c0 = t.c0 + layer * state;
+        args.y = output_sequence;
+        args.hy = t.hy + layer * state;
+        args.cy = t.cy + layer * state;
+        args.exchange = exchange_.data();
+        args.hidden = H;
+        args.batch = B;
+        args.seq_len = s.seq_len;
+        args.batch_begin = begin;
+        args.batch_end = end;
+        args.units_per_block = plan_.units_per_block;
         args.padded_batch = plan_.padded_batch;
         args.lanes_batch = plan_.lanes_batch;
+        args.lanes_units = plan_.lanes_units;
+        args.phases = plan_.phases;
         args.tile_groups_units = plan_.tile_groups_units;
         args.tile_groups_batch = plan_.tile_groups_batch;
-        launch(&args, stream);
+        args.k_slices = plan_.k_slices;
+        args.trace = trace_.device();
+        void* kernel_args[] = {&args};
+        // All blocks resident at once, which the cooperative launch guarantees or refuses: a
+        // block that waits for h must never wait for a block that has not started.
+        CUDA_CHECK(cudaLaunchCooperativeKernel(kernel_for(plan_), dim3(plan_.blocks()),
+                                               dim3(plan_.threads), kernel_args, plan_.shared_bytes,
+                                               stream));
       }
     }
   }
 
  private:
-  /// Sets the kernel's arguments that say which layer and batch rows [begin, end) a launch
-  /// computes, and the plan's lane layout.
-  template <typename Args>
-  void set_common_args(Args& args, const DeviceTensors& t, int layer, float* output_sequence,
-                       int begin, int end) {
-    const ProblemSize& s = t.size;
-    const std::size_t state = static_cast<std::size_t>(s.batch) * s.hidden;
-    args.w_hh = t.w_hh[layer];
-    args.input_part = input_part_.data();
-    args.b_ih = t.b_ih[layer];
-    args.b_hh = t.b_hh[layer];
-    args.c0 = t.c0 + layer * state;
-    args.y = output_sequence;
-    args.hy = t.hy + layer * state;
-    args.cy = t.cy + layer * state;
-    args.exchange = exchange_.data();
-    args.hidden = s.hidden;
-    args.batch = s.batch;
-    args.seq_len = s.seq_len;
-    args.batch_begin = begin;
-    args.batch_end = end;
-    args.units_per_block = plan_.units_per_block;
-    args.lanes_units = plan_.lanes_units;
-    args.phases = plan_.phases;
-    args.k_slices = plan_.k_slices;
-    args.trace = trace_.device();
-  }
-
-  /// Launches the plan's kernel with `args` (its own argument struct): all blocks resident at
-  /// once, which the cooperative launch guarantees or refuses (a block that waits for h must
-  /// never wait for a block that has not started).
-  void launch(void* args, cudaStream_t stream) {
-    void* kernel_args[] = {args};
-    CUDA_CHECK(cudaLaunchCooperativeKernel(kernel_for(plan_), dim3(plan_.blocks()),
-                                           dim3(plan_.threads), kernel_args, plan_.shared_bytes,
-                                           stream));
-  }
   static std::size_t exchange_floats(const ProblemSize& s, const Plan& plan) {
     return (static_cast<std::size_t>(s.seq_len) + 1) * plan.slice_batch * s.hidden;
   }
 
-  /// The plan for `s`, made once: unsupported_reason(), workspace_bytes() and prepare() of a
-  /// run ask for the same size.
-  const Plan& plan_for(const ProblemSize& s, const DeviceLimits& limits) const {
-    if (!planned_ || s.hidden != planned_size_.hidden || s.batch != planned_size_.batch ||
-        s.seq_len != planned_size_.seq_len || s.layers != planned_size_.layers ||
-        s.input_size != planned_size_.input_size) {
-      plan_ = make_plan(s, limits);
-      planned_size_ = s;
-      planned_ = true;
-    }
-    return plan_;
-  }
-  static DeviceLimits current_device_limits() {
-    int device = 0;
-    CUDA_CHECK(cudaGetDevice(&device));
-    cudaDeviceProp prop{};
-    CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
-    return device_limits(prop);
-  }
-
-  mutable Plan plan_;
-  mutable ProblemSize planned_size_;
-  mutable bool planned_ = false;
+  Plan plan_;
   cublasHandle_t cublas_ = nullptr;
   DeviceBuffer<float> input_part_;        // (T, B, 4H): the input GEMM's result, one layer
   DeviceBuffer<float> layer_outputs_[2];  // intermediate layers' h sequences, alternating
