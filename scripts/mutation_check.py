@@ -31,6 +31,9 @@ STAGE_08_TESTS = "forward_08_published_h"
 STAGE_09_TESTS = "forward_09_register_tiled|Stage09"
 STAGE_10_TESTS = "forward_10_small_batch_registers|Stage10"
 TRAINING_06_TESTS = "training_06_persistent|Training06"
+# issue 21: the re-sequenced persistent steps (their mutations: the block after stage 08's)
+FORWARD_09_TESTS = "forward_09_register_tiled"
+FORWARD_10_TESTS = "forward_10_chunked_staging"
 MUTATIONS = [
     ("gpu", "stage 00 swaps the f and g gates in the cell update", "stages/forward/00_naive/stage.cu",
      "cell_.data(), gates_[0].data(), gates_[1].data(), gates_[2].data()",
@@ -63,6 +66,31 @@ MUTATIONS = [
     ("gpu", "stage 08 leaves the last block's units unpublished (one block too few)",
      "stages/forward/08_published_h/stage.cu", "f.blocks = ceil_div(H, J);",
      "f.blocks = ceil_div(H, J) - 1;", "gpu", STAGE_08_TESTS),
+    # ---- issue 21: the re-sequenced persistent steps, forward 09_register_tiled and
+    # 10_chunked_staging (each mutation breaks the idea its stage adds; the tests that catch
+    # it: the stage's runs at the odd shapes, the PyTorch fixture and H = 1300, B = 9).
+    ("gpu", "forward 09 stages h_{t-1} with the unpadded row stride: the tiles read shifted rows",
+     "stages/forward/09_register_tiled/kernel.cuh", "h_flat[(i % H) * 4 * Bh4 + i / H]",
+     "h_flat[(i % H) * Bp + i / H]", "gpu", FORWARD_09_TESTS),
+    ("gpu", "forward 09's k slices end one row early: the last row of h_{t-1} is never multiplied",
+     "stages/forward/09_register_tiled/kernel.cuh", "k_end = (k_slice + 1) * H / a.k_slices;",
+     "k_end = (k_slice + 1) * (H - 1) / a.k_slices;", "gpu", FORWARD_09_TESTS),
+    ("gpu", "forward 09 writes a tile's partial sums at its float4 offset, not its column offset",
+     "stages/forward/09_register_tiled/kernel.cuh", "batch_tile * kTileBatch);",
+     "batch_tile * kTile4);", "gpu", FORWARD_09_TESTS),
+    ("gpu", "forward 10's last chunk of h_{t-1} is one row short: staged and multiplied without it",
+     "stages/forward/10_chunked_staging/kernel.cuh",
+     "const int last_rows = H - (a.chunks - 1) * a.chunk_rows;",
+     "const int last_rows = H - (a.chunks - 1) * a.chunk_rows - 1;", "gpu", FORWARD_10_TESTS),
+    ("gpu", "forward 10 loads the next chunk from a row offset without the row width",
+     "stages/forward/10_chunked_staging/kernel.cuh",
+     "const float4* source = h_prev + static_cast<std::size_t>(chunk) * a.chunk_rows * Bp4;",
+     "const float4* source = h_prev + static_cast<std::size_t>(chunk) * a.chunk_rows;", "gpu",
+     FORWARD_10_TESTS),
+    ("gpu", "forward 10 never publishes the padding columns of h_t: their readers wait, the kernel traps",
+     "stages/forward/10_chunked_staging/kernel.cuh", "          store_relaxed(published, 0.0f);",
+     "          (void)published;", "gpu", FORWARD_10_TESTS),
+    # ---- end of issue 21's block
     ("gpu", "stage 09 adds only the first k slice's partial sums",
      "stages/forward/09_register_tiled/kernel_shared.cuh", "for (int s = 0; s < a.k_slices; ++s) {",
      "for (int s = 0; s < 1; ++s) {", "gpu", STAGE_09_TESTS),

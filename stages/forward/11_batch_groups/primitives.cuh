@@ -3,7 +3,7 @@
  *         published value of h, asynchronous copies, the cell update, and slot 0 of the exchange
  *         buffer.
  *
- * Stages 08-10 each keep their own copy of these primitives, on purpose: every stage stays
+ * Stages 08-12 each keep their own copy of these primitives, on purpose: every stage stays
  * self-contained, and the diff between two stages shows what changed in them. The protocol and
  * why it is correct: README.md beside this file, "Publishing h without a barrier".
  */

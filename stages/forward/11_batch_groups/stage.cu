@@ -1,17 +1,16 @@
 /*! \file
- *  \brief Stage 09: the persistent kernel's product register-tiled and split over k, h_{t-1}
- *         staged in double-buffered chunks, the batch in groups and slices, a planner.
+ *  \brief Stage 11: batch groups, and a planner that chooses the launch by a cost model.
  *
- * What this stage adds (to 08_published_h):
- *   1. kernel.cuh: each thread computes a 4 x 4, 8 or 16 register tile (one unit's four
- *      gates x a few batch rows) over its share of k; a warp's lanes and the block's warps split
- *      k further (shuffles, then shared memory, in a fixed order).
- *   2. h_{t-1} published transposed ([k][b]) and staged in chunks of rows with 16-byte relaxed
- *      loads, double-buffered: the next chunk's loads fly during this chunk's product. The input
- *      parts are copied with cp.async while the block waits for h.
- *   3. Batch groups (several blocks share the units, each for part of the batch) and slices.
- *   4. plan.h/plan.cpp choose the tile, threads, groups and chunks by a small cost model, from
- *      the device's limits; --plan pins them, --verbose prints them.
+ * What this stage adds (to 10_chunked_staging):
+ *   1. Batch groups: G blocks share the same units, each for Bg of the launch's batch rows
+ *      (grid U x G, the exchange buffer one slot per group), where that gives the SMs more even
+ *      work; batches that still do not fit run in slices, as before.
+ *   2. plan.h/plan.cpp: the planner searches the tile widths (4, 8, 16), the threads (256, 512)
+ *      and the batch groups, keeps the plans that fit and takes the one with the lowest
+ *      estimated step time by a small cost model (FMA rate, shared-memory and L2 traffic, a
+ *      fixed step latency); the plan is made once per run.
+ *   3. The stage's flags: --plan tile,threads,groups,rows pins the planner's choices,
+ *      --verbose prints the plan.
  *
  * The lesson, the mapping, the limits, the prediction and the measurement: README.md beside
  * this file. Host code here; the kernel in kernel.cuh.
@@ -22,9 +21,7 @@
 #include <iostream>
 #include <memory>
 #include <sstream>
-#include <stdexcept>
 #include <string>
-#include <vector>
 
 #include "harness/cuda_utils.h"
 #include "harness/phase_trace.cuh"
@@ -82,6 +79,7 @@ class PersistentStage final : public Stage {
       return why.str();
     }
     if (!device.cooperativeLaunch) return "the device does not support cooperative launches";
+    // Waiting for h needs every block resident at once: one per SM here.
     int per_sm = 0;
     const void* kernel = kernel_for(plan);
     cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -139,6 +137,7 @@ class PersistentStage final : public Stage {
       CUBLAS_CHECK(cublasSgemm(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, four_h, s.seq_len * B, input_size,
                                &one, t.w_ih[layer], input_size, input_sequence, input_size, &zero,
                                input_part_.data(), four_h));
+      // Batch rows are independent sequences: a batch too large for one launch runs in slices.
       const int rows_per_slice = plan_.batch_groups * plan_.group_batch;
       for (int begin = 0; begin < B; begin += rows_per_slice) {
         const int end = std::min(B, begin + rows_per_slice);
@@ -153,59 +152,45 @@ class PersistentStage final : public Stage {
                                    stream));
         // The whole recurrence of the slice: one launch.
         SharedKernelArgs args{};
-        set_common_args(args, t, layer, output_sequence, begin, end);
+        args.w_hh = t.w_hh[layer];
+        args.input_part = input_part_.data();
+        args.b_ih = t.b_ih[layer];
+        args.b_hh = t.b_hh[layer];
+        args.c0 = t.c0 + layer * state;
+        args.y = output_sequence;
+        args.hy = t.hy + layer * state;
+        args.cy = t.cy + layer * state;
+        args.exchange = exchange_.data();
+        args.hidden = H;
+        args.batch = B;
+        args.seq_len = s.seq_len;
+        args.batch_begin = begin;
+        args.batch_end = end;
+        args.units_per_block = plan_.units_per_block;
         args.unit_blocks = plan_.unit_blocks;
         args.batch_groups = plan_.batch_groups;
         args.group_batch = plan_.group_batch;
         args.padded_batch = plan_.padded_batch;
         args.lanes_batch = plan_.lanes_batch;
+        args.lanes_units = plan_.lanes_units;
+        args.phases = plan_.phases;
         args.tile_groups_units = plan_.tile_groups_units;
         args.tile_groups_batch = plan_.tile_groups_batch;
+        args.k_slices = plan_.k_slices;
         args.chunk_rows = plan_.chunk_rows;
         args.chunks = plan_.chunks;
-        launch(&args, stream);
+        args.trace = trace_.device();
+        void* kernel_args[] = {&args};
+        // All blocks resident at once, which the cooperative launch guarantees or refuses: a
+        // block that waits for h must never wait for a block that has not started.
+        CUDA_CHECK(cudaLaunchCooperativeKernel(kernel_for(plan_), dim3(plan_.blocks()),
+                                               dim3(plan_.threads), kernel_args, plan_.shared_bytes,
+                                               stream));
       }
     }
   }
 
  private:
-  /// Sets the kernel's arguments that say which layer and batch rows [begin, end) a launch
-  /// computes, and the plan's lane layout.
-  template <typename Args>
-  void set_common_args(Args& args, const DeviceTensors& t, int layer, float* output_sequence,
-                       int begin, int end) {
-    const ProblemSize& s = t.size;
-    const std::size_t state = static_cast<std::size_t>(s.batch) * s.hidden;
-    args.w_hh = t.w_hh[layer];
-    args.input_part = input_part_.data();
-    args.b_ih = t.b_ih[layer];
-    args.b_hh = t.b_hh[layer];
-    args.c0 = t.c0 + layer * state;
-    args.y = output_sequence;
-    args.hy = t.hy + layer * state;
-    args.cy = t.cy + layer * state;
-    args.exchange = exchange_.data();
-    args.hidden = s.hidden;
-    args.batch = s.batch;
-    args.seq_len = s.seq_len;
-    args.batch_begin = begin;
-    args.batch_end = end;
-    args.units_per_block = plan_.units_per_block;
-    args.lanes_units = plan_.lanes_units;
-    args.phases = plan_.phases;
-    args.k_slices = plan_.k_slices;
-    args.trace = trace_.device();
-  }
-
-  /// Launches the plan's kernel with `args` (its own argument struct): all blocks resident at
-  /// once, which the cooperative launch guarantees or refuses (a block that waits for h must
-  /// never wait for a block that has not started).
-  void launch(void* args, cudaStream_t stream) {
-    void* kernel_args[] = {args};
-    CUDA_CHECK(cudaLaunchCooperativeKernel(kernel_for(plan_), dim3(plan_.blocks()),
-                                           dim3(plan_.threads), kernel_args, plan_.shared_bytes,
-                                           stream));
-  }
   static std::size_t exchange_floats(const ProblemSize& s, const Plan& plan) {
     return (static_cast<std::size_t>(s.seq_len) + 1) * plan.batch_groups * s.hidden *
            plan.padded_batch;

@@ -1,5 +1,5 @@
 /*! \file
- *  \brief Stage 10: a second persistent kernel for small batches, W_hh in registers.
+ *  \brief Stage 12: a second persistent kernel for small batches, W_hh in registers.
  *
  * What this stage adds (to 11_batch_groups):
  *   1. kernel_registers.cuh: for B <= 8, each lane holds 4 x 8 or 4 x 32 weights of W_hh in
@@ -18,9 +18,7 @@
 #include <iostream>
 #include <memory>
 #include <sstream>
-#include <stdexcept>
 #include <string>
-#include <vector>
 
 #include "harness/cuda_utils.h"
 #include "harness/phase_trace.cuh"
@@ -97,6 +95,7 @@ class PersistentStage final : public Stage {
       return why.str();
     }
     if (!device.cooperativeLaunch) return "the device does not support cooperative launches";
+    // Waiting for h needs every block resident at once: one per SM here.
     int per_sm = 0;
     const void* kernel = kernel_for(plan);
     cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -158,6 +157,7 @@ class PersistentStage final : public Stage {
                                  input_size, &one, t.w_ih[layer], input_size, input_sequence,
                                  input_size, &zero, input_part_.data(), four_h));
       }
+      // Batch rows are independent sequences: a batch too large for one launch runs in slices.
       const int rows_per_slice = plan_.batch_groups * plan_.group_batch;
       for (int begin = 0; begin < B; begin += rows_per_slice) {
         const int end = std::min(B, begin + rows_per_slice);
