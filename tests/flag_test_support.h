@@ -20,6 +20,18 @@ inline std::string joined(const std::vector<std::string>& args) {
   return line;
 }
 
+/// A command line's words: "--plan 8,256,2" gives {"--plan", "8,256,2"} (no quoting).
+inline std::vector<std::string> words(const std::string& line) {
+  std::vector<std::string> args;
+  std::size_t begin = line.find_first_not_of(' ');
+  while (begin != std::string::npos) {
+    const std::size_t end = line.find(' ', begin);
+    args.push_back(line.substr(begin, end == std::string::npos ? end : end - begin));
+    begin = line.find_first_not_of(' ', end);
+  }
+  return args;
+}
+
 /// Parses `args` with `app` (its options already added) as the executable parses its command
 /// line. Returns "" where they are accepted, else CLI11's message (a usage error, exit code 2 in
 /// the executable), e.g. "--plan: the tile width must be 4, 8 or 16".

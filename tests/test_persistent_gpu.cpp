@@ -1,7 +1,7 @@
-// The persistent stages (every forward stage numbered 07 and up) through the registry: a hidden size too large for the
-// chip is refused before launch, saying why and what fits; a batch too large for one launch runs
-// as several launches (slices of the batch), checked against the CPU reference and repeated bit
-// for bit. Skipped without a GPU.
+// The persistent stages (every forward stage numbered 07 and up) through the registry: a hidden
+// size too large for the chip is refused before launch, saying why and what fits; a batch too large
+// for one launch runs as several launches (slices of the batch), checked against the CPU reference
+// and repeated bit for bit. Skipped without a GPU.
 #include <gtest/gtest.h>
 
 #include <string>

@@ -131,7 +131,8 @@ void expect_register_kernel_plan(const ForwardPlan& f, const ProblemSize& s) {
   EXPECT_GE(f.tile_batch, s.batch);
   EXPECT_LE(f.tile_batch, kMaxRegisterBatch);
   EXPECT_EQ(f.tile_batch & (f.tile_batch - 1), 0);  // 1, 2, 4 or 8
-  if (f.input_k_per_lane > 0) {  // the kernel's input rows cover every layer's I
+  // The input rows of a kernel that computes the input parts cover every layer's I.
+  if (f.input_k_per_lane > 0) {
     EXPECT_GE(f.input_k_per_lane * f.k_slices * f.phases, s.input_size);
     if (s.layers > 1) {
       EXPECT_GE(f.input_k_per_lane * f.k_slices * f.phases, s.hidden);
@@ -167,9 +168,9 @@ void expect_consistent(const Plan& p, const ProblemSize& s, const DeviceLimits& 
   const ForwardPlan& f = forward_of(p);
   ASSERT_TRUE(f.fits) << f.why;
   EXPECT_LE(f.blocks(), device.sm_count);
-  EXPECT_GE(f.units_per_block * f.unit_blocks, s.hidden);         // every unit has an owner
-  EXPECT_LT(f.units_per_block * (f.unit_blocks - 1), s.hidden);   // and no block is empty
-  EXPECT_GE(f.slices * f.batch_groups * f.group_batch, s.batch);  // every batch row runs
+  EXPECT_GE(f.units_per_block * f.unit_blocks, s.hidden);               // every unit has an owner
+  EXPECT_LT(f.units_per_block * (f.unit_blocks - 1), s.hidden);         // and no block is empty
+  EXPECT_GE(f.slices * f.batch_groups * f.group_batch, s.batch);        // every batch row runs
   EXPECT_LT((f.slices - 1) * f.batch_groups * f.group_batch, s.batch);  // no slice is empty
   EXPECT_EQ(f.shared_bytes, forward_bytes(f, s.hidden));
   EXPECT_LE(f.shared_bytes, device.shared_bytes);
@@ -392,9 +393,8 @@ TEST(Plan, TheFlagsAreParsedOrRefusedNamingTheFlag) {
   for (int i = 1; i < kPlanFields; ++i)
     all_fields += ",0";
   EXPECT_EQ(pinned({"--plan", all_fields}).tile_batch, 4);
-  const std::vector<std::string> bad_plans = {"x",     "8,abc",  "4,y",     "-1",
-                                               "1.5",   "5",      "8,100",   "4,1024",
-                                               "8,256,x", all_fields + ",1"};
+  const std::vector<std::string> bad_plans = {"x", "8,abc", "4,y",    "-1",      "1.5",
+                                              "5", "8,100", "4,1024", "8,256,x", all_fields + ",1"};
   for (const std::string& bad : bad_plans) {
     const std::string why = refusal({"--plan", bad});
     EXPECT_NE(why.find("--plan"), std::string::npos) << bad << ": " << why;
@@ -462,9 +462,9 @@ TEST(Plan, TheRegisterKernelComputesItsInputPartsWhereTheyHideInARoundTrip) {
   EXPECT_EQ(forward_of(p_big).input_k_per_lane, 0);
   EXPECT_GT(forward_of(make_plan(size_of(1024, 4), h100(), kernel)).input_k_per_lane, 0);
   // Asking for the GEMM gives it.
-  EXPECT_EQ(forward_of(make_plan(size_of(512, 1), h100(), pinned({"--input", "gemm"})))
-                .input_k_per_lane,
-            0);
+  EXPECT_EQ(
+      forward_of(make_plan(size_of(512, 1), h100(), pinned({"--input", "gemm"}))).input_k_per_lane,
+      0);
 }
 
 TEST(Plan, WhereTheRegisterKernelDoesNotFitTheSharedOneRuns) {

@@ -26,42 +26,44 @@ namespace {
 struct PinnedCase {
   const char* label;
   ProblemSize size;
-  std::vector<std::string> flags;  ///< the stage's flags: --plan, --weights, --input
+  const char* flags;   ///< the stage's flags: --plan, --weights, --input
   int k_per_lane = 0;  ///< register-kernel cases: the weights per lane the case must reach
   int tile_batch = 0;  ///< and the batch tile (checked against the planner: cases cannot drift)
 };
 
-/// The register kernel, its input parts computed by `input` ("kernel" or "gemm").
-std::vector<std::string> registers(const char* input = "kernel") {
-  return {"--weights", "registers", "--input", input};
-}
-
 const std::vector<PinnedCase>& cases() {
   static const std::vector<PinnedCase> list = {
-      {"tile4_chunks", ProblemSize{300, 50, 64, 6, 2}, {"--plan", "4,64,1"}},
-      {"tile8_chunks", ProblemSize{300, 50, 64, 6, 2}, {"--plan", "8,64,1"}},
-      {"groups2_slices", ProblemSize{130, 20, 10, 5, 2}, {"--plan", "4,128,2,3"}},
-      {"groups3_tile8_odd_h", ProblemSize{257, 31, 7, 4, 1}, {"--plan", "8,256,3"}},
-      {"one_row_per_block", ProblemSize{66, 66, 5, 3, 2}, {"--plan", "4,96,1,1"}},
-      {"threads512_B1", ProblemSize{64, 64, 1, 3, 3}, {"--plan", "4,512,1"}},
-      {"tile16_groups2", ProblemSize{200, 40, 70, 5, 2}, {"--plan", "16,128,2"}},
-      {"tile16_chunks_slices", ProblemSize{520, 30, 40, 4, 1}, {"--plan", "16,64,1,20"}},
-      {"auto_large_batch", ProblemSize{96, 40, 300, 3, 1}, {}},
-      {"registers_k8_b1", ProblemSize{200, 50, 1, 6, 2}, registers(), 8, 1},
-      {"registers_k8_b2_scalar_staging", ProblemSize{37, 50, 2, 5, 2}, registers(), 8, 2},
-      {"registers_k8_b1_scalar_two_warps", ProblemSize{201, 20, 1, 5, 2}, registers(), 8, 1},
-      {"registers_k8_b3_padded_units", ProblemSize{300, 40, 3, 5, 1}, registers(), 8, 4},
-      {"registers_k8_b5_three_layers", ProblemSize{130, 20, 5, 5, 3}, registers(), 8, 8},
-      {"registers_k32_b1", ProblemSize{1024, 1024, 1, 3, 1}, registers(), 32, 1},
-      {"registers_k8_b3_input_gemm", ProblemSize{300, 40, 3, 5, 2}, registers("gemm"), 8, 4},
-      {"registers_k8_b3_input_gemm_pinned_k",
-       ProblemSize{300, 40, 3, 5, 2},
-       {"--weights", "registers,8", "--input", "gemm"},
-       8,
+      {"tile4_chunks", ProblemSize{300, 50, 64, 6, 2}, "--plan 4,64,1"},
+      {"tile8_chunks", ProblemSize{300, 50, 64, 6, 2}, "--plan 8,64,1"},
+      {"groups2_slices", ProblemSize{130, 20, 10, 5, 2}, "--plan 4,128,2,3"},
+      {"groups3_tile8_odd_h", ProblemSize{257, 31, 7, 4, 1}, "--plan 8,256,3"},
+      {"one_row_per_block", ProblemSize{66, 66, 5, 3, 2}, "--plan 4,96,1,1"},
+      {"threads512_B1", ProblemSize{64, 64, 1, 3, 3}, "--plan 4,512,1"},
+      {"tile16_groups2", ProblemSize{200, 40, 70, 5, 2}, "--plan 16,128,2"},
+      {"tile16_chunks_slices", ProblemSize{520, 30, 40, 4, 1}, "--plan 16,64,1,20"},
+      {"auto_large_batch", ProblemSize{96, 40, 300, 3, 1}, ""},
+      {"registers_k8_b1", ProblemSize{200, 50, 1, 6, 2}, "--weights registers --input kernel", 8,
+       1},
+      {"registers_k8_b2_scalar_staging", ProblemSize{37, 50, 2, 5, 2},
+       "--weights registers --input kernel", 8, 2},
+      {"registers_k8_b1_scalar_two_warps", ProblemSize{201, 20, 1, 5, 2},
+       "--weights registers --input kernel", 8, 1},
+      {"registers_k8_b3_padded_units", ProblemSize{300, 40, 3, 5, 1},
+       "--weights registers --input kernel", 8, 4},
+      {"registers_k8_b5_three_layers", ProblemSize{130, 20, 5, 5, 3},
+       "--weights registers --input kernel", 8, 8},
+      {"registers_k32_b1", ProblemSize{1024, 1024, 1, 3, 1}, "--weights registers --input kernel",
+       32, 1},
+      {"registers_k8_b3_input_gemm", ProblemSize{300, 40, 3, 5, 2},
+       "--weights registers --input gemm", 8, 4},
+      {"registers_k8_b3_input_gemm_pinned_k", ProblemSize{300, 40, 3, 5, 2},
+       "--weights registers,8 --input gemm", 8, 4},
+      {"registers_k32_b2_input_gemm", ProblemSize{700, 33, 2, 4, 2},
+       "--weights registers --input gemm", 32, 2},
+      {"registers_k32_b4", ProblemSize{700, 33, 4, 4, 2}, "--weights registers --input kernel", 32,
        4},
-      {"registers_k32_b2_input_gemm", ProblemSize{700, 33, 2, 4, 2}, registers("gemm"), 32, 2},
-      {"registers_k32_b4", ProblemSize{700, 33, 4, 4, 2}, registers(), 32, 4},
-      {"registers_k32_b7_partial_block", ProblemSize{900, 64, 7, 3, 1}, registers(), 32, 8},
+      {"registers_k32_b7_partial_block", ProblemSize{900, 64, 7, 3, 1},
+       "--weights registers --input kernel", 32, 8},
   };
   return list;
 }
@@ -71,13 +73,14 @@ class Stage12Pinned : public ::testing::TestWithParam<std::size_t> {};
 TEST_P(Stage12Pinned, MatchesTheCpuReferenceAndRepeats) {
   SKIP_WITHOUT_GPU();
   const PinnedCase& c = cases()[GetParam()];
+  const std::vector<std::string> flags = testing::words(c.flags);
   cudaDeviceProp prop{};
   CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
   // The plan the flags give: it fits, and a register case reaches the kernel, weights per lane,
   // batch tile and input parts it names.
-  const PlanRequest request = testing::parse_stage_flags<StageFlags>(c.flags).request;
+  const PlanRequest request = testing::parse_stage_flags<StageFlags>(flags).request;
   const Plan plan = make_plan(c.size, device_limits(prop), request);
-  ASSERT_TRUE(plan.fits) << testing::joined(c.flags) << ": " << plan.why;
+  ASSERT_TRUE(plan.fits) << c.flags << ": " << plan.why;
   EXPECT_EQ(plan.weights_in_registers, c.k_per_lane != 0) << plan.describe();
   if (c.k_per_lane) {
     EXPECT_EQ(plan.k_per_lane, c.k_per_lane) << plan.describe();
@@ -85,12 +88,12 @@ TEST_P(Stage12Pinned, MatchesTheCpuReferenceAndRepeats) {
     EXPECT_EQ(plan.input_k_per_lane == 0, request.input == InputParts::kGemm) << plan.describe();
   }
   const LstmParams params = generate_params(c.size, 7);
-  std::unique_ptr<Stage> stage = testing::make_with_flags(make, c.flags);
+  std::unique_ptr<Stage> stage = testing::make_with_flags(make, flags);
   ASSERT_TRUE(stage);
   const auto first = testing::run_twice(*stage, params, c.label);
   const CheckReport report = testing::check_against_reference(*stage, params, first);
-  EXPECT_TRUE(report.passed()) << c.label << " " << c.size.describe() << " "
-                               << testing::joined(c.flags) << " (" << plan.describe() << ")\n"
+  EXPECT_TRUE(report.passed()) << c.label << " " << c.size.describe() << " " << c.flags << " ("
+                               << plan.describe() << ")\n"
                                << report.describe();
 }
 

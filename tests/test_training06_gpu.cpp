@@ -34,7 +34,7 @@ struct PinnedCase {
   ProblemSize size;
   /// The stage's flags: --plan tile,threads,groups,rows,backward_groups,backward_rows (0 or left
   /// out = automatic), --weights registers,K|shared and --input kernel|gemm (the forward's).
-  std::vector<std::string> flags;
+  const char* flags;
   Forward forward = Forward::kAny;
 };
 
@@ -42,42 +42,41 @@ const std::vector<PinnedCase>& cases() {
   constexpr Forward kRegisters = Forward::kRegisters, kShared = Forward::kShared;
   static const std::vector<PinnedCase> list = {
       // The backward's paths (the forward: the planner's choice unless pinned).
-      {"forward_slices", ProblemSize{48, 20, 5, 4, 2}, {"--weights", "shared", "--plan", "4,0,1,2"},
+      {"forward_slices", ProblemSize{48, 20, 5, 4, 2}, "--weights shared --plan 4,0,1,2", kShared},
+      {"groups2_slices_short_group", ProblemSize{70, 33, 7, 5, 2}, "--plan 0,0,0,0,2,2"},
+      {"groups3_empty_groups", ProblemSize{40, 16, 4, 3, 2}, "--plan 0,0,0,0,3,1"},
+      {"units_not_multiple_of_4", ProblemSize{301, 40, 6, 3, 1}, "--plan 0,0,0,0,2"},
+      {"one_row_per_block", ProblemSize{64, 64, 3, 3, 2}, "--weights shared --plan 4,0,1,1,1,1",
        kShared},
-      {"groups2_slices_short_group", ProblemSize{70, 33, 7, 5, 2}, {"--plan", "0,0,0,0,2,2"}},
-      {"groups3_empty_groups", ProblemSize{40, 16, 4, 3, 2}, {"--plan", "0,0,0,0,3,1"}},
-      {"units_not_multiple_of_4", ProblemSize{301, 40, 6, 3, 1}, {"--plan", "0,0,0,0,2"}},
-      {"one_row_per_block", ProblemSize{64, 64, 3, 3, 2},
-       {"--weights", "shared", "--plan", "4,0,1,1,1,1"}, kShared},
-      {"groups4_B64", ProblemSize{128, 32, 64, 3, 1}, {"--plan", "0,0,0,0,4"}},
-      {"auto_large_batch", ProblemSize{96, 40, 300, 3, 1}, {}},
-      {"all_six_pinned", ProblemSize{130, 20, 10, 5, 2}, {"--plan", "8,128,2,2,2,3"}, kShared},
+      {"groups4_B64", ProblemSize{128, 32, 64, 3, 1}, "--plan 0,0,0,0,4"},
+      {"auto_large_batch", ProblemSize{96, 40, 300, 3, 1}, ""},
+      {"all_six_pinned", ProblemSize{130, 20, 10, 5, 2}, "--plan 8,128,2,2,2,3", kShared},
       // The forward's register kernel.
       {"fwd_registers_k8_b1_odd_h_three_layers", ProblemSize{201, 20, 1, 5, 3},
-       {"--weights", "registers,8", "--input", "kernel"}, kRegisters},
+       "--weights registers,8 --input kernel", kRegisters},
       {"fwd_registers_k8_b3_t1_input_gemm", ProblemSize{130, 50, 3, 1, 2},
-       {"--weights", "registers,8", "--input", "gemm"}, kRegisters},
+       "--weights registers,8 --input gemm", kRegisters},
       {"fwd_registers_k8_b3_backward_groups3_rows1", ProblemSize{130, 20, 3, 5, 2},
-       {"--weights", "registers,8", "--input", "kernel", "--plan", "0,0,0,0,3,1"}, kRegisters},
+       "--weights registers,8 --input kernel --plan 0,0,0,0,3,1", kRegisters},
       {"fwd_registers_k8_b7_backward_groups3", ProblemSize{101, 37, 7, 4, 3},
-       {"--weights", "registers,8", "--plan", "0,0,0,0,3"}, kRegisters},
+       "--weights registers,8 --plan 0,0,0,0,3", kRegisters},
       {"fwd_registers_k32_b5_partial_block", ProblemSize{700, 33, 5, 4, 2},
-       {"--weights", "registers,32", "--input", "gemm"}, kRegisters},
+       "--weights registers,32 --input gemm", kRegisters},
       {"fwd_registers_k32_b5_input_kernel", ProblemSize{700, 33, 5, 4, 2},
-       {"--weights", "registers,32", "--input", "kernel"}, kRegisters},
+       "--weights registers,32 --input kernel", kRegisters},
       {"fwd_registers_k32_b2_h1023", ProblemSize{1023, 100, 2, 3, 1},
-       {"--weights", "registers,32", "--input", "kernel"}, kRegisters},
-      {"fwd_auto_h512_b1", ProblemSize{512, 512, 1, 3, 1}, {}, kRegisters},
+       "--weights registers,32 --input kernel", kRegisters},
+      {"fwd_auto_h512_b1", ProblemSize{512, 512, 1, 3, 1}, "", kRegisters},
       // The forward's shared-memory kernel.
-      {"fwd_shared_b1_t1_odd_h_three_layers", ProblemSize{257, 31, 1, 1, 3}, {"--weights", "shared"},
+      {"fwd_shared_b1_t1_odd_h_three_layers", ProblemSize{257, 31, 1, 1, 3}, "--weights shared",
        kShared},
       {"fwd_shared_b9_groups3_tile8", ProblemSize{203, 50, 9, 4, 3},
-       {"--weights", "shared", "--plan", "8,128,3"}, kShared},
+       "--weights shared --plan 8,128,3", kShared},
       {"fwd_shared_b13_slices_tile16", ProblemSize{150, 20, 13, 3, 2},
-       {"--weights", "shared", "--plan", "16,128,2,3"}, kShared},
-      {"fwd_shared_b17_chunks", ProblemSize{300, 50, 17, 5, 2},
-       {"--weights", "shared", "--plan", "4,64,1"}, kShared},
-      {"fwd_shared_b11_auto_three_layers", ProblemSize{99, 45, 11, 3, 3}, {}, kShared},
+       "--weights shared --plan 16,128,2,3", kShared},
+      {"fwd_shared_b17_chunks", ProblemSize{300, 50, 17, 5, 2}, "--weights shared --plan 4,64,1",
+       kShared},
+      {"fwd_shared_b11_auto_three_layers", ProblemSize{99, 45, 11, 3, 3}, "", kShared},
   };
   return list;
 }
@@ -87,13 +86,14 @@ class Training06Pinned : public ::testing::TestWithParam<std::size_t> {};
 TEST_P(Training06Pinned, MatchesTheCpuReferenceAndRepeats) {
   SKIP_WITHOUT_GPU();
   const PinnedCase& c = cases()[GetParam()];
+  const std::vector<std::string> flags = testing::words(c.flags);
   cudaDeviceProp prop{};
   CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
   // The plans the flags give: they fit, and the forward's reach the kernel, weights per lane and
   // input parts the case names.
-  const PlanRequest request = testing::parse_stage_flags<StageFlags>(c.flags).request;
+  const PlanRequest request = testing::parse_stage_flags<StageFlags>(flags).request;
   const Plan plan = make_plan(c.size, device_limits(prop), request);
-  ASSERT_TRUE(plan.fits) << testing::joined(c.flags) << ": " << plan.why;
+  ASSERT_TRUE(plan.fits) << c.flags << ": " << plan.why;
   if (c.forward != Forward::kAny) {
     EXPECT_EQ(plan.forward.weights_in_registers, c.forward == Forward::kRegisters)
         << plan.describe();
@@ -107,12 +107,12 @@ TEST_P(Training06Pinned, MatchesTheCpuReferenceAndRepeats) {
   }
   const LstmParams params = generate_params(c.size, 7);
   const UpstreamGradients upstream = generate_upstream(c.size, 8);
-  std::unique_ptr<Stage> stage = testing::make_with_flags(make, c.flags);
+  std::unique_ptr<Stage> stage = testing::make_with_flags(make, flags);
   ASSERT_TRUE(stage);
   const auto first = testing::run_twice(*stage, params, c.label, &upstream);
   const CheckReport report = testing::check_against_reference(*stage, params, first, &upstream);
-  EXPECT_TRUE(report.passed()) << c.label << " " << c.size.describe() << " "
-                               << testing::joined(c.flags) << " (" << plan.describe() << ")\n"
+  EXPECT_TRUE(report.passed()) << c.label << " " << c.size.describe() << " " << c.flags << " ("
+                               << plan.describe() << ")\n"
                                << report.describe();
   EXPECT_TRUE(report.not_checked.empty()) << report.describe();
 }
