@@ -12,8 +12,8 @@
 #                 default), forward_11_batch_groups, ...; or a forward stage's number, e.g. 11
 #   DIR           where tune.txt, tune.log and tune.jsonl go (default results/local/tune)
 set -uo pipefail
-cd "$(dirname "$0")/.."
-usage() { sed -n '10,13p' "$0" | sed 's/^# \{0,1\}//'; }
+cd "$(dirname "$0")/.." || exit 1
+usage() { sed -n "10,13p" "$0" | sed 's/^# \{0,1\}//'; }
 build=${BUILD_DIR:-build-gpu}
 name=forward_12_small_batch_registers
 out=
@@ -45,6 +45,7 @@ shapes=("512 1 1" "512 4 1" "512 8 1" "512 16 1" "512 64 1" "512 128 1" "512 256
 # shared = the shared-memory kernel (planner's tile); tile,threads,groups = pinned shared plans.
 plans=(auto)
 grep -q -- --weights <<<"$help" && plans+=(reg+gemm shared)
+# shellcheck disable=SC2054  # the commas are in the values (tile,threads,groups)
 plans+=(4,256,1 4,512,1 8,256,1 16,256,1 4,256,2 4,256,4)
 "$build/bin/lstm_gpu_info" | head -n 1 | tee "$out/tune.txt"
 echo "$name at commit $(cat .git_commit 2>/dev/null || git describe --always --dirty --abbrev=12), $(date -u +%Y-%m-%dT%H:%M:%SZ)" | tee -a "$out/tune.txt"
