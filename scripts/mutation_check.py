@@ -6,6 +6,11 @@ named CTest label to FAIL; restores every file afterwards. "gpu" mutations are c
 tests and so need a CUDA GPU; "cpu" ones run anywhere.
 
 usage: scripts/mutation_check.py cpu|gpu|all [--build DIR] [--only TEXT] [--test-timeout S]
+                                            [--texts-only]
+
+--texts-only checks, without building or running anything (no GPU needed), that each mutation's
+text is found exactly once in its file, as the check requires: a renamed file or an edited line
+shows up here.
 
 A test that runs past --test-timeout seconds (default 300) is stopped by CTest and counts as
 failed: a mutation that makes a test hang is caught, not a check that never ends.
@@ -28,8 +33,8 @@ ROOT = Path(__file__).resolve().parent.parent
 STAGE_00_TESTS = "forward_00_naive"
 STAGE_07_TESTS = "forward_07_persistent_barrier"
 STAGE_08_TESTS = "forward_08_published_h"
-STAGE_09_TESTS = "forward_09_register_tiled|Stage09"
-STAGE_10_TESTS = "forward_10_small_batch_registers|Stage10"
+STAGE_11_TESTS = "forward_11_batch_groups|Stage11"
+STAGE_12_TESTS = "forward_12_small_batch_registers|Stage12"
 TRAINING_06_TESTS = "training_06_persistent|Training06"
 # issue 21: the re-sequenced persistent steps (their mutations: the block after stage 08's)
 FORWARD_09_TESTS = "forward_09_register_tiled"
@@ -91,29 +96,29 @@ MUTATIONS = [
      "stages/forward/10_chunked_staging/kernel.cuh", "          store_relaxed(published, 0.0f);",
      "          (void)published;", "gpu", FORWARD_10_TESTS),
     # ---- end of issue 21's block
-    ("gpu", "stage 09 adds only the first k slice's partial sums",
-     "stages/forward/09_register_tiled/kernel_shared.cuh", "for (int s = 0; s < a.k_slices; ++s) {",
-     "for (int s = 0; s < 1; ++s) {", "gpu", STAGE_09_TESTS),
-    ("gpu", "stage 09 reads h_{t-1} without waiting for it to be published",
-     "stages/forward/09_register_tiled/primitives.cuh", "if (!missing) return;", "return;", "gpu",
-     STAGE_09_TESTS),
-    ("gpu", "stage 09 never copies the input parts W_ih x_t into shared memory",
-     "stages/forward/09_register_tiled/kernel_shared.cuh",
-     "copy_async_4(input_s + pair * kGates + q, in + q * H);", "(void)in;", "gpu", STAGE_09_TESTS),
-    ("gpu", "stage 10 (shared-memory kernel) adds only the first k slice's partial sums",
-     "stages/forward/10_small_batch_registers/kernel_shared.cuh", "for (int s = 0; s < a.k_slices; ++s) {",
-     "for (int s = 0; s < 1; ++s) {", "gpu", STAGE_10_TESTS),
-    ("gpu", "stage 10 (register kernel) adds only the first k slice's partial sums",
-     "stages/forward/10_small_batch_registers/kernel_registers.cuh", "for (int s = 0; s < slices; ++s) {",
-     "for (int s = 0; s < 1; ++s) {", "gpu", STAGE_10_TESTS),
-    ("gpu", "stage 10 (both kernels) reads h_{t-1} without waiting for it to be published",
-     "stages/forward/10_small_batch_registers/primitives.cuh", "if (!missing) return;", "return;", "gpu", STAGE_10_TESTS),
-    ("gpu", "stage 10 (register kernel) skips the butterfly across lanes",
-     "stages/forward/10_small_batch_registers/kernel_registers.cuh", "    sum_over_k_lanes(acc, lane, lanes_k);", "", "gpu",
-     STAGE_10_TESTS),
-    ("gpu", "stage 10 (register kernel) never adds the input parts it computes",
-     "stages/forward/10_small_batch_registers/kernel_registers.cuh", "if (own_inputs) add_input_part(t);",
-     "if (false) add_input_part(t);", "gpu", STAGE_10_TESTS),
+    ("gpu", "stage 11 adds only the first k slice's partial sums",
+     "stages/forward/11_batch_groups/kernel.cuh", "for (int s = 0; s < a.k_slices; ++s) {",
+     "for (int s = 0; s < 1; ++s) {", "gpu", STAGE_11_TESTS),
+    ("gpu", "stage 11 reads h_{t-1} without waiting for it to be published",
+     "stages/forward/11_batch_groups/primitives.cuh", "if (!missing) return;", "return;", "gpu",
+     STAGE_11_TESTS),
+    ("gpu", "stage 11 never copies the input parts W_ih x_t into shared memory",
+     "stages/forward/11_batch_groups/kernel.cuh",
+     "copy_async_4(input_s + pair * kGates + q, in + q * H);", "(void)in;", "gpu", STAGE_11_TESTS),
+    ("gpu", "stage 12 (shared-memory kernel) adds only the first k slice's partial sums",
+     "stages/forward/12_small_batch_registers/kernel.cuh", "for (int s = 0; s < a.k_slices; ++s) {",
+     "for (int s = 0; s < 1; ++s) {", "gpu", STAGE_12_TESTS),
+    ("gpu", "stage 12 (register kernel) adds only the first k slice's partial sums",
+     "stages/forward/12_small_batch_registers/kernel_registers.cuh", "for (int s = 0; s < slices; ++s) {",
+     "for (int s = 0; s < 1; ++s) {", "gpu", STAGE_12_TESTS),
+    ("gpu", "stage 12 (both kernels) reads h_{t-1} without waiting for it to be published",
+     "stages/forward/12_small_batch_registers/primitives.cuh", "if (!missing) return;", "return;", "gpu", STAGE_12_TESTS),
+    ("gpu", "stage 12 (register kernel) skips the butterfly across lanes",
+     "stages/forward/12_small_batch_registers/kernel_registers.cuh", "    sum_over_k_lanes(acc, lane, lanes_k);", "", "gpu",
+     STAGE_12_TESTS),
+    ("gpu", "stage 12 (register kernel) never adds the input parts it computes",
+     "stages/forward/12_small_batch_registers/kernel_registers.cuh", "if (own_inputs) add_input_part(t);",
+     "if (false) add_input_part(t);", "gpu", STAGE_12_TESTS),
     ("gpu", "training stage 00 drops the forget gate from dc_{t-1}",
      "stages/training/00_naive/stage.cu", "  dc_rec[index] = dc[index] * forget_gate[index];",
      "  dc_rec[index] = dc[index];", "gpu", "training_00_naive"),
@@ -182,20 +187,26 @@ MUTATIONS = [
      "stages/training/06_persistent/stage.cu", "cudaMemsetAsync(exchange_.data() + slot, 0xFF,",
      "cudaMemsetAsync(exchange_.data() + slot, 0x00,", "gpu", TRAINING_06_TESTS),
     ("gpu", "training stage 06's forward (register kernel) skips the butterfly across lanes",
-     "stages/training/06_persistent/forward_registers.cuh",
+     "stages/training/06_persistent/kernel_registers.cuh",
      "    sum_over_k_lanes(acc, lane, lanes_k);\n", "", "gpu", TRAINING_06_TESTS),
     ("gpu", "training stage 06's forward (register kernel) adds only the first k slice's partial sums",
-     "stages/training/06_persistent/forward_registers.cuh", "for (int s = 0; s < slices; ++s) {",
+     "stages/training/06_persistent/kernel_registers.cuh", "for (int s = 0; s < slices; ++s) {",
      "for (int s = 0; s < 1; ++s) {", "gpu", TRAINING_06_TESTS),
     ("gpu", "training stage 06's forward (register kernel) never adds the input parts it computes",
-     "stages/training/06_persistent/forward_registers.cuh", "if (own_inputs) add_input_part(t);",
+     "stages/training/06_persistent/kernel_registers.cuh", "if (own_inputs) add_input_part(t);",
      "if (false) add_input_part(t);", "gpu", TRAINING_06_TESTS),
     ("gpu", "training stage 06's forward (shared-memory kernel) adds only the first k slice's partial sums",
-     "stages/training/06_persistent/forward_shared.cuh", "for (int s = 0; s < a.k_slices; ++s) {",
+     "stages/training/06_persistent/kernel.cuh", "for (int s = 0; s < a.k_slices; ++s) {",
      "for (int s = 0; s < 1; ++s) {", "gpu", TRAINING_06_TESTS),
     ("gpu", "training stage 06's forward (shared-memory kernel) keeps every batch group's stash in the first group's rows",
-     "stages/training/06_persistent/forward_shared.cuh", "published, a, t, first_row + pb, unit);",
+     "stages/training/06_persistent/kernel.cuh", "published, a, t, first_row + pb, unit);",
      "published, a, t, a.batch_begin + pb, unit);", "gpu", TRAINING_06_TESTS),
+    ("cpu", "stage 11's planner leaves out the last, partly filled batch slice",
+     "stages/forward/11_batch_groups/plan.cpp", "plan.slices = ceil_div(s.batch, g * rows);",
+     "plan.slices = s.batch / (g * rows);", "cpu"),
+    ("cpu", "stage 12's planner gives the register kernel more than 8 batch rows",
+     "stages/forward/12_small_batch_registers/plan.cpp", "  if (s.batch > kMaxRegisterBatch) {",
+     "  if (false) {", "cpu"),
     ("cpu", "training stage 06's planner lets a backward block own more units than its sums hold",
      "stages/training/06_persistent/plan.cpp", "if (J > kMaxUnitsPerBlock) {", "if (false) {", "cpu"),
     ("cpu", "training stage 06's planner gives the forward's register kernel more than 8 batch rows",
@@ -231,6 +242,29 @@ def run(command, log):
         return subprocess.run(command, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT).returncode
 
 
+def selected(args):
+    return [m for m in MUTATIONS if args.which in ("all", m[0]) and args.only in m[1]]
+
+
+def check_texts(args):
+    """Each selected mutation's text must occur exactly once in its file; nothing is built."""
+    labels = [m[1] for m in MUTATIONS]
+    problems = [f"label used twice: {label}" for label in sorted(set(labels))
+                if labels.count(label) > 1]
+    mutations = selected(args)
+    for kind, label, file, text, replacement, *_ in mutations:
+        path = ROOT / file
+        if not path.is_file():
+            problems.append(f"{label}: no file {file}")
+        elif (count := path.read_text().count(text)) != 1:
+            problems.append(f"{label}: text found {count} times in {file}, not once")
+    for problem in problems:
+        print(f"ERROR   {problem}")
+    print(f"mutation texts: {len(mutations) - len(problems)} of {len(mutations)} found exactly once"
+          if not problems else f"mutation texts: {len(problems)} problem(s)")
+    return 1 if problems or not mutations else 0
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("which", choices=["cpu", "gpu", "all"])
@@ -238,7 +272,11 @@ def main():
     parser.add_argument("--only", default="", help="run only mutations whose label contains TEXT")
     parser.add_argument("--test-timeout", type=int, default=300,
                         help="seconds before CTest stops one test (it then counts as failed)")
+    parser.add_argument("--texts-only", action="store_true",
+                        help="only check that each mutation's text is found exactly once")
     args = parser.parse_args()
+    if args.texts_only:
+        return check_texts(args)
     # Stopped by a time limit (SIGTERM), the mutated file is still restored (the finally below),
     # and its new time stamp makes the next build recompile it.
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))

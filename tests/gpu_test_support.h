@@ -1,16 +1,20 @@
-// What the GPU test suites share: the odd shapes every implementation is checked on, and the
-// skip where there is no GPU.
+// What the GPU test suites share: the odd shapes every implementation is checked on, a stage
+// made with its flags applied, and the skip where there is no GPU.
 #pragma once
 
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <memory>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "core/problem_size.h"
+#include "flag_test_support.h"
 #include "harness/checked_run.h"
 #include "harness/cuda_utils.h"
+#include "harness/stage_main.h"
 
 namespace lstm::testing {
 
@@ -33,6 +37,22 @@ inline const std::vector<Shape>& odd_shapes() {
       {"T23_short_last_chunk", ProblemSize{48, 20, 2, 23, 3}},
   };
   return list;
+}
+
+/// A stage made by its factory `make` with `flags` applied as its executable applies them (its
+/// Stage::add_flags on a CLI::App, then the parse), e.g. {"--weights", "registers,8"}: how a test
+/// pins a stage's plan. Flags the stage refuses fail the calling test with CLI11's message, and
+/// the result is null (ASSERT_TRUE on it).
+inline std::unique_ptr<Stage> make_with_flags(std::unique_ptr<Stage> (*make)(),
+                                              const std::vector<std::string>& flags) {
+  std::unique_ptr<Stage> stage = make();
+  try {
+    apply_stage_flags(*stage, flags);
+  } catch (const std::invalid_argument& error) {
+    ADD_FAILURE() << "the stage refuses the flags " << joined(flags) << ": " << error.what();
+    return nullptr;
+  }
+  return stage;
 }
 
 /// Prepares `stage` for `params` (a training problem with `upstream`) and runs it twice through

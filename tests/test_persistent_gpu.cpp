@@ -1,7 +1,7 @@
-// The persistent stages (forward 07-10) through the registry: a hidden size too large for the
-// chip is refused before launch, saying why and what fits; a batch too large for one launch runs
-// as several launches (slices of the batch), checked against the CPU reference and repeated bit
-// for bit. Skipped without a GPU.
+// The persistent stages (every forward stage numbered 07 and up) through the registry: a hidden
+// size too large for the chip is refused before launch, saying why and what fits; a batch too large
+// for one launch runs as several launches (slices of the batch), checked against the CPU reference
+// and repeated bit for bit. Skipped without a GPU.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -14,15 +14,40 @@
 namespace lstm {
 namespace {
 
-/// The registry's indices of the forward stages that keep W_hh on chip.
+/// The first forward stage that keeps W_hh on chip; every later one does too.
+constexpr int kFirstPersistentStage = 7;
+
+/// The number of a forward stage's registry name ("forward/07_persistent_barrier": 7), or -1.
+int forward_stage_number(const std::string& name) {
+  const std::string series = "forward/";
+  if (name.rfind(series, 0) != 0) return -1;
+  const std::size_t digits = name.find_first_not_of("0123456789", series.size());
+  if (digits == series.size() || digits == std::string::npos || name[digits] != '_') return -1;
+  return std::stoi(name.substr(series.size(), digits - series.size()));
+}
+
+/// The registry's indices of the forward stages that keep W_hh on chip (07 and up).
 std::vector<std::size_t> persistent_stages() {
   std::vector<std::size_t> indices;
-  for (std::size_t i = 0; i < all_stages().size(); ++i) {
-    const std::string& name = all_stages()[i].name;
-    for (const char* stage : {"forward/07_", "forward/08_", "forward/09_", "forward/10_"})
-      if (name.rfind(stage, 0) == 0) indices.push_back(i);
-  }
+  for (std::size_t i = 0; i < all_stages().size(); ++i)
+    if (forward_stage_number(all_stages()[i].name) >= kFirstPersistentStage) indices.push_back(i);
   return indices;
+}
+
+TEST(PersistentStages, AreTheForwardStagesFrom07On) {  // no GPU needed
+  EXPECT_EQ(forward_stage_number("forward/07_persistent_barrier"), 7);
+  EXPECT_EQ(forward_stage_number("forward/12_small_batch_registers"), 12);
+  EXPECT_EQ(forward_stage_number("forward/06_cuda_graph"), 6);
+  EXPECT_EQ(forward_stage_number("training/06_persistent"), -1);
+  EXPECT_EQ(forward_stage_number("forward/naive"), -1);
+  const std::vector<std::size_t> indices = persistent_stages();
+  ASSERT_GE(indices.size(), 4u);  // 07, 08 and the two of 11 and 12 at least
+  bool has_07 = false, has_12 = false;
+  for (std::size_t i : indices) {
+    has_07 = has_07 || all_stages()[i].name.rfind("forward/07_", 0) == 0;
+    has_12 = has_12 || all_stages()[i].name.rfind("forward/12_", 0) == 0;
+  }
+  EXPECT_TRUE(has_07 && has_12);
 }
 
 std::string test_name(const ::testing::TestParamInfo<std::size_t>& info) {
@@ -47,7 +72,8 @@ TEST_P(PersistentStage, TooLargeHiddenIsRefusedBeforeLaunchSayingWhatFits) {
 TEST_P(PersistentStage, ABatchTooLargeForOneLaunchRunsInSlices) {
   SKIP_WITHOUT_GPU();
   // H = 1300: a block's slice of W_hh takes ~200 of the H100's 227 KiB, so stages 07 and 08 fit
-  // only a few batch rows per launch and run B = 9 as several launches.
+  // only a few batch rows per launch and run B = 9 as several launches (the later stages plan
+  // their own slices or groups).
   const StageInfo& info = all_stages()[GetParam()];
   const ProblemSize size{1300, 64, 9, 3, 2};
   const LstmParams params = generate_params(size, 5);

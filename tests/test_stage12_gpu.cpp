@@ -1,121 +1,117 @@
-// Stage 10 on the GPU with its plan pinned, so that every path of both persistent kernels runs.
+// Stage 12 on the GPU with its plan pinned through its own flags (--plan, --weights, --input, as
+// its executable takes them), so that every path of both persistent kernels runs.
 // Shared-memory kernel: all register-tile widths, 64 to 512 threads, several chunks of h per
 // step, several batch groups, batch slices with a partly empty last group, H not a multiple of
 // 4. Register kernel: 8 and 32 weights per lane, batch tiles 1, 2, 4 and 8 with padding
-// columns, float4 and scalar staging, units that do not fill a power of two
-// of lanes, a partly empty last block and last k slice, input parts computed in the kernel
-// (I != H) or by cuBLAS. Each case is
-// checked against the CPU reference and must repeat bit for bit. Skipped without a GPU.
+// columns, float4 and scalar staging, units that do not fill a power of two of lanes, a partly
+// empty last block and last k slice, input parts computed in the kernel (I != H) or by cuBLAS.
+// Each case is checked against the CPU reference and must repeat bit for bit. Skipped without a
+// GPU.
 #include <gtest/gtest.h>
 
-#include <cstring>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "gpu_test_support.h"
 #include "harness/checked_run.h"
 #include "harness/stage_main.h"
-#include "persistent_stage.h"
+#include "plan.h"
 
-namespace lstm::LSTM_STAGE_NAMESPACE {  // stage 10's, as its build names it
+namespace lstm::LSTM_STAGE_NAMESPACE {  // stage 12's, as its build names it
+std::unique_ptr<Stage> make();
+
 namespace {
 
 struct PinnedCase {
   const char* label;
   ProblemSize size;
-  PlanRequest request;
+  const char* flags;   ///< the stage's flags: --plan, --weights, --input
   int k_per_lane = 0;  ///< register-kernel cases: the weights per lane the case must reach
   int tile_batch = 0;  ///< and the batch tile (checked against the planner: cases cannot drift)
 };
 
-PlanRequest pin(int tile, int threads, int groups, int rows) {
-  PlanRequest r;
-  r.tile_batch = tile;
-  r.threads = threads;
-  r.batch_groups = groups;
-  r.group_batch = rows;
-  return r;
-}
-
-PlanRequest registers(InputParts input = InputParts::kKernel) {
-  PlanRequest r;
-  r.weights = WeightHome::kRegisters;
-  r.input = input;
-  return r;
-}
-
 const std::vector<PinnedCase>& cases() {
   static const std::vector<PinnedCase> list = {
-      {"tile4_chunks", ProblemSize{300, 50, 64, 6, 2}, pin(4, 64, 1, 0)},
-      {"tile8_chunks", ProblemSize{300, 50, 64, 6, 2}, pin(8, 64, 1, 0)},
-      {"groups2_slices", ProblemSize{130, 20, 10, 5, 2}, pin(4, 128, 2, 3)},
-      {"groups3_tile8_odd_h", ProblemSize{257, 31, 7, 4, 1}, pin(8, 256, 3, 0)},
-      {"one_row_per_block", ProblemSize{66, 66, 5, 3, 2}, pin(4, 96, 1, 1)},
-      {"threads512_B1", ProblemSize{64, 64, 1, 3, 3}, pin(4, 512, 1, 0)},
-      {"tile16_groups2", ProblemSize{200, 40, 70, 5, 2}, pin(16, 128, 2, 0)},
-      {"tile16_chunks_slices", ProblemSize{520, 30, 40, 4, 1}, pin(16, 64, 1, 20)},
-      {"auto_large_batch", ProblemSize{96, 40, 300, 3, 1}, pin(0, 0, 0, 0)},
-      {"registers_k8_b1", ProblemSize{200, 50, 1, 6, 2}, registers(), 8, 1},
-      {"registers_k8_b2_scalar_staging", ProblemSize{37, 50, 2, 5, 2}, registers(), 8, 2},
-      {"registers_k8_b1_scalar_two_warps", ProblemSize{201, 20, 1, 5, 2}, registers(), 8, 1},
-      {"registers_k8_b3_padded_units", ProblemSize{300, 40, 3, 5, 1}, registers(), 8, 4},
-      {"registers_k8_b5_three_layers", ProblemSize{130, 20, 5, 5, 3}, registers(), 8, 8},
-      {"registers_k32_b1", ProblemSize{1024, 1024, 1, 3, 1}, registers(), 32, 1},
-      {"registers_k8_b3_input_gemm", ProblemSize{300, 40, 3, 5, 2}, registers(InputParts::kGemm), 8,
+      {"tile4_chunks", ProblemSize{300, 50, 64, 6, 2}, "--plan 4,64,1"},
+      {"tile8_chunks", ProblemSize{300, 50, 64, 6, 2}, "--plan 8,64,1"},
+      {"groups2_slices", ProblemSize{130, 20, 10, 5, 2}, "--plan 4,128,2,3"},
+      {"groups3_tile8_odd_h", ProblemSize{257, 31, 7, 4, 1}, "--plan 8,256,3"},
+      {"one_row_per_block", ProblemSize{66, 66, 5, 3, 2}, "--plan 4,96,1,1"},
+      {"threads512_B1", ProblemSize{64, 64, 1, 3, 3}, "--plan 4,512,1"},
+      {"tile16_groups2", ProblemSize{200, 40, 70, 5, 2}, "--plan 16,128,2"},
+      {"tile16_chunks_slices", ProblemSize{520, 30, 40, 4, 1}, "--plan 16,64,1,20"},
+      {"auto_large_batch", ProblemSize{96, 40, 300, 3, 1}, ""},
+      {"registers_k8_b1", ProblemSize{200, 50, 1, 6, 2}, "--weights registers --input kernel", 8,
+       1},
+      {"registers_k8_b2_scalar_staging", ProblemSize{37, 50, 2, 5, 2},
+       "--weights registers --input kernel", 8, 2},
+      {"registers_k8_b1_scalar_two_warps", ProblemSize{201, 20, 1, 5, 2},
+       "--weights registers --input kernel", 8, 1},
+      {"registers_k8_b3_padded_units", ProblemSize{300, 40, 3, 5, 1},
+       "--weights registers --input kernel", 8, 4},
+      {"registers_k8_b5_three_layers", ProblemSize{130, 20, 5, 5, 3},
+       "--weights registers --input kernel", 8, 8},
+      {"registers_k32_b1", ProblemSize{1024, 1024, 1, 3, 1}, "--weights registers --input kernel",
+       32, 1},
+      {"registers_k8_b3_input_gemm", ProblemSize{300, 40, 3, 5, 2},
+       "--weights registers --input gemm", 8, 4},
+      {"registers_k8_b3_input_gemm_pinned_k", ProblemSize{300, 40, 3, 5, 2},
+       "--weights registers,8 --input gemm", 8, 4},
+      {"registers_k32_b2_input_gemm", ProblemSize{700, 33, 2, 4, 2},
+       "--weights registers --input gemm", 32, 2},
+      {"registers_k32_b4", ProblemSize{700, 33, 4, 4, 2}, "--weights registers --input kernel", 32,
        4},
-      {"registers_k32_b2_input_gemm", ProblemSize{700, 33, 2, 4, 2}, registers(InputParts::kGemm),
-       32, 2},
-      {"registers_k32_b4", ProblemSize{700, 33, 4, 4, 2}, registers(), 32, 4},
-      {"registers_k32_b7_partial_block", ProblemSize{900, 64, 7, 3, 1}, registers(), 32, 8},
+      {"registers_k32_b7_partial_block", ProblemSize{900, 64, 7, 3, 1},
+       "--weights registers --input kernel", 32, 8},
   };
   return list;
 }
 
-class Stage10Pinned : public ::testing::TestWithParam<std::size_t> {};
+class Stage12Pinned : public ::testing::TestWithParam<std::size_t> {};
 
-TEST_P(Stage10Pinned, MatchesTheCpuReferenceAndRepeats) {
+TEST_P(Stage12Pinned, MatchesTheCpuReferenceAndRepeats) {
   SKIP_WITHOUT_GPU();
   const PinnedCase& c = cases()[GetParam()];
+  const std::vector<std::string> flags = testing::words(c.flags);
+  cudaDeviceProp prop{};
+  CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+  // The plan the flags give: it fits, and a register case reaches the kernel, weights per lane,
+  // batch tile and input parts it names.
+  const PlanRequest request = testing::parse_stage_flags<StageFlags>(flags).request;
+  const Plan plan = make_plan(c.size, device_limits(prop), request);
+  ASSERT_TRUE(plan.fits) << c.flags << ": " << plan.why;
+  EXPECT_EQ(plan.weights_in_registers, c.k_per_lane != 0) << plan.describe();
   if (c.k_per_lane) {
-    cudaDeviceProp prop{};
-    CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
-    const Plan plan = make_plan(c.size, device_limits(prop), c.request);
-    ASSERT_TRUE(plan.fits && plan.weights_in_registers) << plan.describe() << " " << plan.why;
     EXPECT_EQ(plan.k_per_lane, c.k_per_lane) << plan.describe();
     EXPECT_EQ(plan.tile_batch, c.tile_batch) << plan.describe();
-    EXPECT_EQ(plan.input_k_per_lane == 0, c.request.input == InputParts::kGemm) << plan.describe();
+    EXPECT_EQ(plan.input_k_per_lane == 0, request.input == InputParts::kGemm) << plan.describe();
   }
   const LstmParams params = generate_params(c.size, 7);
-  std::unique_ptr<Stage> stage = make_with_plan(c.request);
+  std::unique_ptr<Stage> stage = testing::make_with_flags(make, flags);
+  ASSERT_TRUE(stage);
   const auto first = testing::run_twice(*stage, params, c.label);
   const CheckReport report = testing::check_against_reference(*stage, params, first);
-  EXPECT_TRUE(report.passed()) << c.label << " " << c.size.describe() << "\n" << report.describe();
+  EXPECT_TRUE(report.passed()) << c.label << " " << c.size.describe() << " " << c.flags << " ("
+                               << plan.describe() << ")\n"
+                               << report.describe();
 }
 
-INSTANTIATE_TEST_SUITE_P(Plans, Stage10Pinned, ::testing::Range<std::size_t>(0, cases().size()),
+INSTANTIATE_TEST_SUITE_P(Plans, Stage12Pinned, ::testing::Range<std::size_t>(0, cases().size()),
                          [](const ::testing::TestParamInfo<std::size_t>& info) {
                            return std::string(cases()[info.param].label);
                          });
 
-TEST(Stage10Limits, TooLargeHiddenIsRefusedBeforeLaunchSayingWhatFits) {
+TEST(Stage12Limits, TooLargeHiddenIsRefusedBeforeLaunchSayingWhatFits) {
   SKIP_WITHOUT_GPU();
   cudaDeviceProp prop{};
   CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
-  const std::string why =
-      make_with_plan({})->unsupported_reason(ProblemSize{4000, 4000, 64, 10, 1}, prop);
+  const std::string why = make()->unsupported_reason(ProblemSize{4000, 4000, 64, 10, 1}, prop);
   EXPECT_NE(why.find("do not fit on chip"), std::string::npos) << why;
   EXPECT_NE(why.find("largest H that fits"), std::string::npos) << why;
 }
 
-TEST(Stage10Flags, PinThePlanLikeTheFactory) {
-  SKIP_WITHOUT_GPU();
-  // The executable's --weights/--input reach the same register plan as a pinned request.
-  std::unique_ptr<Stage> stage = make();
-  apply_stage_flags(*stage, {"--weights", "registers,8", "--input", "gemm"});
-  const ProblemSize size{300, 40, 3, 5, 2};
-  const LstmParams params = generate_params(size, 11);
-  const auto outputs = testing::run_twice(*stage, params, "flags registers,8 gemm");
-  EXPECT_TRUE(testing::check_against_reference(*stage, params, outputs).passed());
+TEST(Stage12Flags, TheStageRefusesBadOrContradictoryPins) {  // no GPU needed
   EXPECT_THROW(apply_stage_flags(*make(), {"--weights", "smem"}), std::invalid_argument);
   EXPECT_THROW(apply_stage_flags(*make(), {"--plan", "4,256", "--weights", "registers"}),
                std::invalid_argument);

@@ -1,5 +1,6 @@
-// Training stage 06 on the GPU with its plans pinned, so that every path of the three persistent
-// kernels runs. The forward's two kernels (forward stage 10's, keeping the stash): the register
+// Training stage 06 on the GPU with its plans pinned through its own flags (--plan, --weights,
+// --input, as its executable takes them), so that every path of the three persistent kernels
+// runs. The forward's two kernels (forward stage 12's, keeping the stash): the register
 // kernel with 8 and 32 weights per lane, batch tiles 1, 2, 4 and 8 with padding columns, float4
 // and scalar staging, a partly empty last block, input parts computed in the kernel (I != H,
 // three layers) or by cuBLAS, T = 1; the shared-memory kernel at B = 1, B odd and B > 8, with
@@ -8,7 +9,7 @@
 // empty), a last block with fewer units, units not a multiple of 4, one batch row per block.
 // Each case is checked against the CPU reference on every gradient and must repeat bit for bit.
 // Also: a hidden size too large for the chip is refused before launch, saying why and what
-// fits; the flags pin the same plans. Skipped without a GPU.
+// fits. Skipped without a GPU.
 #include <gtest/gtest.h>
 
 #include <stdexcept>
@@ -18,9 +19,11 @@
 #include "gpu_test_support.h"
 #include "harness/checked_run.h"
 #include "harness/stage_main.h"
-#include "persistent_stage.h"
+#include "plan.h"
 
 namespace lstm::LSTM_STAGE_NAMESPACE {  // training stage 06's, as its build names it
+std::unique_ptr<Stage> make();
+
 namespace {
 
 /// Which forward kernel a case must reach (checked against the planner: cases cannot drift).
@@ -29,72 +32,51 @@ enum class Forward { kAny, kRegisters, kShared };
 struct PinnedCase {
   const char* label;
   ProblemSize size;
-  PlanRequest request;
+  /// The stage's flags: --plan tile,threads,groups,rows,backward_groups,backward_rows (0 or left
+  /// out = automatic), --weights registers,K|shared and --input kernel|gemm (the forward's).
+  const char* flags;
   Forward forward = Forward::kAny;
 };
 
-/// The forward's shared-memory kernel with tile, threads, groups and rows pinned (0 = automatic).
-PlanRequest shared(int tile, int threads, int groups, int rows) {
-  PlanRequest r;
-  r.weights = WeightHome::kSharedMemory;
-  r.tile_batch = tile;
-  r.threads = threads;
-  r.batch_groups = groups;
-  r.group_batch = rows;
-  return r;
-}
-
-/// The forward's register kernel with k_per_lane weights per lane and gate.
-PlanRequest registers(int k_per_lane, InputParts input) {
-  PlanRequest r;
-  r.weights = WeightHome::kRegisters;
-  r.k_per_lane = k_per_lane;
-  r.input = input;
-  return r;
-}
-
-/// `forward` with the backward's batch groups and rows per block pinned (0 = automatic).
-PlanRequest backward(int groups, int rows, PlanRequest forward = {}) {
-  forward.backward_groups = groups;
-  forward.backward_rows = rows;
-  return forward;
-}
-
 const std::vector<PinnedCase>& cases() {
-  constexpr InputParts kKernel = InputParts::kKernel, kGemm = InputParts::kGemm;
   constexpr Forward kRegisters = Forward::kRegisters, kShared = Forward::kShared;
   static const std::vector<PinnedCase> list = {
       // The backward's paths (the forward: the planner's choice unless pinned).
-      {"forward_slices", ProblemSize{48, 20, 5, 4, 2}, shared(4, 0, 1, 2), kShared},
-      {"groups2_slices_short_group", ProblemSize{70, 33, 7, 5, 2}, backward(2, 2)},
-      {"groups3_empty_groups", ProblemSize{40, 16, 4, 3, 2}, backward(3, 1)},
-      {"units_not_multiple_of_4", ProblemSize{301, 40, 6, 3, 1}, backward(2, 0)},
-      {"one_row_per_block", ProblemSize{64, 64, 3, 3, 2}, backward(1, 1, shared(4, 0, 1, 1)),
+      {"forward_slices", ProblemSize{48, 20, 5, 4, 2}, "--weights shared --plan 4,0,1,2", kShared},
+      {"groups2_slices_short_group", ProblemSize{70, 33, 7, 5, 2}, "--plan 0,0,0,0,2,2"},
+      {"groups3_empty_groups", ProblemSize{40, 16, 4, 3, 2}, "--plan 0,0,0,0,3,1"},
+      {"units_not_multiple_of_4", ProblemSize{301, 40, 6, 3, 1}, "--plan 0,0,0,0,2"},
+      {"one_row_per_block", ProblemSize{64, 64, 3, 3, 2}, "--weights shared --plan 4,0,1,1,1,1",
        kShared},
-      {"groups4_B64", ProblemSize{128, 32, 64, 3, 1}, backward(4, 0)},
-      {"auto_large_batch", ProblemSize{96, 40, 300, 3, 1}, {}},
+      {"groups4_B64", ProblemSize{128, 32, 64, 3, 1}, "--plan 0,0,0,0,4"},
+      {"auto_large_batch", ProblemSize{96, 40, 300, 3, 1}, ""},
+      {"all_six_pinned", ProblemSize{130, 20, 10, 5, 2}, "--plan 8,128,2,2,2,3", kShared},
       // The forward's register kernel.
       {"fwd_registers_k8_b1_odd_h_three_layers", ProblemSize{201, 20, 1, 5, 3},
-       registers(8, kKernel), kRegisters},
-      {"fwd_registers_k8_b3_t1_input_gemm", ProblemSize{130, 50, 3, 1, 2}, registers(8, kGemm),
-       kRegisters},
+       "--weights registers,8 --input kernel", kRegisters},
+      {"fwd_registers_k8_b3_t1_input_gemm", ProblemSize{130, 50, 3, 1, 2},
+       "--weights registers,8 --input gemm", kRegisters},
+      {"fwd_registers_k8_b3_backward_groups3_rows1", ProblemSize{130, 20, 3, 5, 2},
+       "--weights registers,8 --input kernel --plan 0,0,0,0,3,1", kRegisters},
       {"fwd_registers_k8_b7_backward_groups3", ProblemSize{101, 37, 7, 4, 3},
-       backward(3, 0, registers(8, InputParts::kAuto)), kRegisters},
-      {"fwd_registers_k32_b5_partial_block", ProblemSize{700, 33, 5, 4, 2}, registers(32, kGemm),
-       kRegisters},
-      {"fwd_registers_k32_b5_input_kernel", ProblemSize{700, 33, 5, 4, 2}, registers(32, kKernel),
-       kRegisters},
-      {"fwd_registers_k32_b2_h1023", ProblemSize{1023, 100, 2, 3, 1}, registers(32, kKernel),
-       kRegisters},
-      {"fwd_auto_h512_b1", ProblemSize{512, 512, 1, 3, 1}, {}, kRegisters},
+       "--weights registers,8 --plan 0,0,0,0,3", kRegisters},
+      {"fwd_registers_k32_b5_partial_block", ProblemSize{700, 33, 5, 4, 2},
+       "--weights registers,32 --input gemm", kRegisters},
+      {"fwd_registers_k32_b5_input_kernel", ProblemSize{700, 33, 5, 4, 2},
+       "--weights registers,32 --input kernel", kRegisters},
+      {"fwd_registers_k32_b2_h1023", ProblemSize{1023, 100, 2, 3, 1},
+       "--weights registers,32 --input kernel", kRegisters},
+      {"fwd_auto_h512_b1", ProblemSize{512, 512, 1, 3, 1}, "", kRegisters},
       // The forward's shared-memory kernel.
-      {"fwd_shared_b1_t1_odd_h_three_layers", ProblemSize{257, 31, 1, 1, 3}, shared(0, 0, 0, 0),
+      {"fwd_shared_b1_t1_odd_h_three_layers", ProblemSize{257, 31, 1, 1, 3}, "--weights shared",
        kShared},
-      {"fwd_shared_b9_groups3_tile8", ProblemSize{203, 50, 9, 4, 3}, shared(8, 128, 3, 0), kShared},
-      {"fwd_shared_b13_slices_tile16", ProblemSize{150, 20, 13, 3, 2}, shared(16, 128, 2, 3),
+      {"fwd_shared_b9_groups3_tile8", ProblemSize{203, 50, 9, 4, 3},
+       "--weights shared --plan 8,128,3", kShared},
+      {"fwd_shared_b13_slices_tile16", ProblemSize{150, 20, 13, 3, 2},
+       "--weights shared --plan 16,128,2,3", kShared},
+      {"fwd_shared_b17_chunks", ProblemSize{300, 50, 17, 5, 2}, "--weights shared --plan 4,64,1",
        kShared},
-      {"fwd_shared_b17_chunks", ProblemSize{300, 50, 17, 5, 2}, shared(4, 64, 1, 0), kShared},
-      {"fwd_shared_b11_auto_three_layers", ProblemSize{99, 45, 11, 3, 3}, {}, kShared},
+      {"fwd_shared_b11_auto_three_layers", ProblemSize{99, 45, 11, 3, 3}, "", kShared},
   };
   return list;
 }
@@ -104,27 +86,34 @@ class Training06Pinned : public ::testing::TestWithParam<std::size_t> {};
 TEST_P(Training06Pinned, MatchesTheCpuReferenceAndRepeats) {
   SKIP_WITHOUT_GPU();
   const PinnedCase& c = cases()[GetParam()];
+  const std::vector<std::string> flags = testing::words(c.flags);
   cudaDeviceProp prop{};
   CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
-  const Plan plan = make_plan(c.size, device_limits(prop), c.request);
-  ASSERT_TRUE(plan.fits) << plan.why;
+  // The plans the flags give: they fit, and the forward's reach the kernel, weights per lane and
+  // input parts the case names.
+  const PlanRequest request = testing::parse_stage_flags<StageFlags>(flags).request;
+  const Plan plan = make_plan(c.size, device_limits(prop), request);
+  ASSERT_TRUE(plan.fits) << c.flags << ": " << plan.why;
   if (c.forward != Forward::kAny) {
     EXPECT_EQ(plan.forward.weights_in_registers, c.forward == Forward::kRegisters)
         << plan.describe();
   }
-  if (c.request.k_per_lane) {
-    EXPECT_EQ(plan.forward.k_per_lane, c.request.k_per_lane) << plan.describe();
+  if (request.k_per_lane) {
+    EXPECT_EQ(plan.forward.k_per_lane, request.k_per_lane) << plan.describe();
   }
-  if (c.request.input != InputParts::kAuto) {
-    EXPECT_EQ(plan.forward.input_k_per_lane == 0, c.request.input == InputParts::kGemm)
+  if (request.input != InputParts::kAuto) {
+    EXPECT_EQ(plan.forward.input_k_per_lane == 0, request.input == InputParts::kGemm)
         << plan.describe();
   }
   const LstmParams params = generate_params(c.size, 7);
   const UpstreamGradients upstream = generate_upstream(c.size, 8);
-  std::unique_ptr<Stage> stage = make_with_plan(c.request);
+  std::unique_ptr<Stage> stage = testing::make_with_flags(make, flags);
+  ASSERT_TRUE(stage);
   const auto first = testing::run_twice(*stage, params, c.label, &upstream);
   const CheckReport report = testing::check_against_reference(*stage, params, first, &upstream);
-  EXPECT_TRUE(report.passed()) << c.label << " " << c.size.describe() << "\n" << report.describe();
+  EXPECT_TRUE(report.passed()) << c.label << " " << c.size.describe() << " " << c.flags << " ("
+                               << plan.describe() << ")\n"
+                               << report.describe();
   EXPECT_TRUE(report.not_checked.empty()) << report.describe();
 }
 
@@ -137,31 +126,12 @@ TEST(Training06Limits, TooLargeHiddenIsRefusedBeforeLaunchSayingWhatFits) {
   SKIP_WITHOUT_GPU();
   cudaDeviceProp prop{};
   CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
-  const std::string why =
-      make_with_plan({})->unsupported_reason(ProblemSize{4000, 4000, 64, 10, 1}, prop);
+  const std::string why = make()->unsupported_reason(ProblemSize{4000, 4000, 64, 10, 1}, prop);
   EXPECT_NE(why.find("do not fit on chip"), std::string::npos) << why;
   EXPECT_NE(why.find("largest H that fits"), std::string::npos) << why;
 }
 
-TEST(Training06Flags, PinThePlanLikeTheFactory) {
-  SKIP_WITHOUT_GPU();
-  // The executable's --plan, --weights and --input reach the same plans as a pinned request.
-  const ProblemSize size{130, 20, 10, 5, 2};
-  const LstmParams params = generate_params(size, 11);
-  const UpstreamGradients upstream = generate_upstream(size, 12);
-  std::unique_ptr<Stage> stage = make();
-  apply_stage_flags(*stage, {"--plan", "8,128,2,2,2,3"});
-  auto outputs = testing::run_twice(*stage, params, "flags --plan 8,128,2,2,2,3", &upstream);
-  EXPECT_TRUE(testing::check_against_reference(*stage, params, outputs, &upstream).passed());
-  const ProblemSize small{130, 20, 3, 5, 2};
-  const LstmParams small_params = generate_params(small, 13);
-  const UpstreamGradients small_upstream = generate_upstream(small, 14);
-  stage = make();
-  apply_stage_flags(*stage,
-                    {"--weights", "registers,8", "--input", "kernel", "--plan", "0,0,0,0,3,1"});
-  outputs = testing::run_twice(*stage, small_params, "flags registers,8 kernel", &small_upstream);
-  EXPECT_TRUE(
-      testing::check_against_reference(*stage, small_params, outputs, &small_upstream).passed());
+TEST(Training06Flags, TheStageRefusesBadOrContradictoryPins) {  // no GPU needed
   EXPECT_THROW(apply_stage_flags(*make(), {"--plan", "x"}), std::invalid_argument);
   EXPECT_THROW(apply_stage_flags(*make(), {"--weights", "smem"}), std::invalid_argument);
   EXPECT_THROW(apply_stage_flags(*make(), {"--plan", "4,256", "--weights", "registers"}),

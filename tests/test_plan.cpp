@@ -1,0 +1,575 @@
+// A persistent stage's launch planner (host code, no GPU): what fits on the H100's chip and on
+// made-up other ones, what is refused and why, what the stage's flags pin, and the invariants the
+// kernels rely on, over many shapes. One source for every stage with a planner (plan.h,
+// plan.cpp): tests/CMakeLists.txt compiles it once per stage, in the stage's namespace beside its
+// plan.h, and says which parts its planner has:
+//   LSTM_PLAN_HAS_REGISTER_KERNEL  the forward's small-batch register kernel (--weights, --input)
+//   LSTM_PLAN_HAS_BACKWARD         a backward plan beside the forward's (Plan::forward and
+//                                  Plan::backward, --plan's last two fields)
+#include <gtest/gtest.h>
+
+#include <CLI/CLI.hpp>
+
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "flag_test_support.h"
+#include "plan.h"
+
+#ifndef LSTM_PLAN_HAS_REGISTER_KERNEL
+#define LSTM_PLAN_HAS_REGISTER_KERNEL 0
+#endif
+#ifndef LSTM_PLAN_HAS_BACKWARD
+#define LSTM_PLAN_HAS_BACKWARD 0
+#endif
+
+namespace lstm::LSTM_STAGE_NAMESPACE {  // the stage's, as its build names it
+namespace {
+
+// ---- Where the planners' interfaces differ
+
+#if LSTM_PLAN_HAS_BACKWARD
+/// The forward's plan: a training stage's Plan holds it beside the backward's.
+const ForwardPlan& forward_of(const Plan& p) {
+  return p.forward;
+}
+std::size_t forward_bytes(const ForwardPlan& p, int hidden) {
+  return forward_shared_bytes(p, hidden);
+}
+constexpr int kPlanFields = 6;  // --plan tile,threads,groups,rows,backward_groups,backward_rows
+#else
+using ForwardPlan = Plan;  // a forward stage's plan is the forward's
+const Plan& forward_of(const Plan& p) {
+  return p;
+}
+std::size_t forward_bytes(const Plan& p, int hidden) {
+  return shared_bytes_for(p, hidden);
+}
+constexpr int kPlanFields = 4;  // --plan tile,threads,groups,rows
+#endif
+
+/// Whether the forward keeps W_hh in registers (only a planner with that kernel may say so).
+bool in_registers(const ForwardPlan& f) {
+#if LSTM_PLAN_HAS_REGISTER_KERNEL
+  return f.weights_in_registers;
+#else
+  (void)f;
+  return false;
+#endif
+}
+
+// ---- Devices, sizes and flags
+
+DeviceLimits chip(int sm_count, std::size_t shared_kib, const char* name) {
+  DeviceLimits limits;
+  limits.sm_count = sm_count;
+  limits.shared_bytes = shared_kib * 1024;
+  limits.name = name;
+  return limits;
+}
+
+DeviceLimits h100() {
+  return chip(132, 227, "H100");
+}
+
+ProblemSize size_of(int hidden, int batch, int seq_len = 100, int layers = 1) {
+  return ProblemSize{hidden, hidden, batch, seq_len, layers};  // I = H
+}
+
+/// What the stage's flags ask the planner for, as its executable parses them, e.g.
+/// {"--plan", "8,256,2"}. Flags the stage refuses fail the test.
+PlanRequest pinned(const std::vector<std::string>& flags) {
+  return testing::parse_stage_flags<StageFlags>(flags).request;
+}
+
+/// The message with which the stage's flags refuse `flags` ("" where they are accepted).
+std::string refusal(const std::vector<std::string>& flags) {
+  StageFlags parsed;
+  CLI::App app{"stage flags", "stage"};
+  add_stage_flags(app, parsed);
+  return testing::parse_flags(app, flags);
+}
+
+/// --plan with the forward's fields `forward` and, where the planner has one, the backward's.
+std::string plan_flag(const std::string& forward, const std::string& backward) {
+  return LSTM_PLAN_HAS_BACKWARD ? forward + "," + backward : forward;
+}
+
+// ---- What the kernels assume of every plan they are given
+
+void expect_shared_kernel_plan(const ForwardPlan& f, const ProblemSize& s) {
+  EXPECT_EQ(f.padded_batch % f.tile_batch, 0);
+  EXPECT_GE(f.padded_batch, f.group_batch);
+  EXPECT_EQ(f.lanes_batch * f.lanes_units * f.phases, kWarpSize);
+  EXPECT_LE(f.tile_groups_units * f.tile_groups_batch * f.k_slices, f.threads / kWarpSize);
+  EXPECT_GE(f.tile_groups_units * f.lanes_units, f.units_per_block);
+  EXPECT_GE(f.tile_groups_batch * f.lanes_batch * f.tile_batch, f.padded_batch);
+  EXPECT_LE(f.chunk_rows * f.padded_batch / 4, kStageRegisters * f.threads);
+  EXPECT_GE(f.chunk_rows * f.chunks, s.hidden);
+  EXPECT_LE(f.threads, max_threads_for_tile(f.tile_batch));
+#if LSTM_PLAN_HAS_REGISTER_KERNEL
+  EXPECT_EQ(f.input_k_per_lane, 0);  // the shared-memory kernel's input parts: cuBLAS
+#endif
+}
+
+#if LSTM_PLAN_HAS_REGISTER_KERNEL
+void expect_register_kernel_plan(const ForwardPlan& f, const ProblemSize& s) {
+  // One warp per k slice; one launch, one batch group.
+  EXPECT_EQ(f.threads, kWarpSize * f.k_slices);
+  EXPECT_LE(f.threads, kMaxRegisterThreads);
+  EXPECT_EQ(f.lanes_units * f.phases, kWarpSize);
+  EXPECT_GE(f.lanes_units, f.units_per_block);                      // a group of lanes per unit
+  EXPECT_EQ(f.lanes_units & (f.lanes_units - 1), 0);                // a power of two
+  EXPECT_GE(f.k_slices * f.phases * f.k_per_lane, s.hidden);        // every k is multiplied
+  EXPECT_LT((f.k_slices - 1) * f.phases * f.k_per_lane, s.hidden);  // and no slice is empty
+  EXPECT_LE(f.units_per_block * f.tile_batch, f.threads);           // a thread per cell update
+  EXPECT_EQ(f.batch_groups, 1);
+  EXPECT_EQ(f.slices, 1);
+  EXPECT_EQ(f.group_batch, s.batch);
+  EXPECT_EQ(f.padded_batch, f.tile_batch);
+  EXPECT_GE(f.tile_batch, s.batch);
+  EXPECT_LE(f.tile_batch, kMaxRegisterBatch);
+  EXPECT_EQ(f.tile_batch & (f.tile_batch - 1), 0);  // 1, 2, 4 or 8
+  // The input rows of a kernel that computes the input parts cover every layer's I.
+  if (f.input_k_per_lane > 0) {
+    EXPECT_GE(f.input_k_per_lane * f.k_slices * f.phases, s.input_size);
+    if (s.layers > 1) {
+      EXPECT_GE(f.input_k_per_lane * f.k_slices * f.phases, s.hidden);
+    }
+  }
+}
+#endif
+
+#if LSTM_PLAN_HAS_BACKWARD
+void expect_backward_plan(const BackwardPlan& b, const ProblemSize& s, const DeviceLimits& device) {
+  EXPECT_LE(b.blocks(), device.sm_count);
+  EXPECT_LE(b.units_per_block, kMaxUnitsPerBlock);  // the kernel's sums per thread
+  EXPECT_EQ(b.unit_quads, ceil_div(b.units_per_block, 4));
+  EXPECT_GE(b.units_per_block * b.unit_blocks, s.hidden);
+  EXPECT_LT(b.units_per_block * (b.unit_blocks - 1), s.hidden);
+  EXPECT_GE(b.group_rows, 1);
+  EXPECT_EQ(b.slices, ceil_div(s.batch, b.batch_groups * b.group_rows));
+  EXPECT_EQ(b.k_slices, backward_k_slices(b.group_rows));
+  // The warps of a block cover its row quads, k slices each (or one slice, several quads each).
+  const int warps = kBackwardThreads / kWarpSize, quads = ceil_div(b.group_rows, kLanesRows);
+  EXPECT_TRUE(quads * b.k_slices <= warps || b.k_slices == 1);
+  EXPECT_EQ(b.shared_bytes,
+            backward_shared_bytes(s.hidden, b.units_per_block, b.group_rows, b.k_slices));
+  EXPECT_LE(b.shared_bytes, device.shared_bytes);
+}
+#endif
+
+/// A plan that fits: all its blocks resident at once (one per SM), every hidden unit and batch
+/// row covered, no more shared memory than `device` offers, and what each kernel assumes.
+void expect_consistent(const Plan& p, const ProblemSize& s, const DeviceLimits& device) {
+  SCOPED_TRACE(s.describe() + " on " + device.name + ": " + p.describe());
+  ASSERT_TRUE(p.fits) << p.why;
+  const ForwardPlan& f = forward_of(p);
+  ASSERT_TRUE(f.fits) << f.why;
+  EXPECT_LE(f.blocks(), device.sm_count);
+  EXPECT_GE(f.units_per_block * f.unit_blocks, s.hidden);               // every unit has an owner
+  EXPECT_LT(f.units_per_block * (f.unit_blocks - 1), s.hidden);         // and no block is empty
+  EXPECT_GE(f.slices * f.batch_groups * f.group_batch, s.batch);        // every batch row runs
+  EXPECT_LT((f.slices - 1) * f.batch_groups * f.group_batch, s.batch);  // no slice is empty
+  EXPECT_EQ(f.shared_bytes, forward_bytes(f, s.hidden));
+  EXPECT_LE(f.shared_bytes, device.shared_bytes);
+#if LSTM_PLAN_HAS_REGISTER_KERNEL
+  if (f.weights_in_registers) {
+    expect_register_kernel_plan(f, s);
+  } else {
+    expect_shared_kernel_plan(f, s);
+  }
+#else
+  expect_shared_kernel_plan(f, s);
+#endif
+#if LSTM_PLAN_HAS_BACKWARD
+  expect_backward_plan(p.backward, s, device);
+#endif
+}
+
+// ---- Every planner
+
+TEST(Plan, SharedMemoryIsTheKernelsLayout) {
+  // kernel.cuh: w [H][J] float4 | h [2][chunk_rows][Bp] | sums [S][J][4][Bp] |
+  // input parts [J][Bp][4] | c [J][Bp] | biases [J][4]
+  ForwardPlan shared;
+  shared.units_per_block = 4;
+  shared.padded_batch = 64;
+  shared.chunk_rows = 100;
+  shared.k_slices = 2;
+  EXPECT_EQ(forward_bytes(shared, 512),
+            (16u * 512 + 2 * 100 * 64 + 2 * 16 * 64 + 16 * 64 + 4 * 64 + 16) * sizeof(float));
+#if LSTM_PLAN_HAS_REGISTER_KERNEL
+  // kernel_registers.cuh: W_ih [S][k'][32] float4 | x [2][S][lanes_k * k'][Bt] |
+  // h [S * lanes_k * K][Bt] | sums [2][S][lanes_units][4 Bt] | input parts [J * Bt][4] | biases
+  ForwardPlan registers;
+  registers.weights_in_registers = true;
+  registers.units_per_block = 4;
+  registers.lanes_units = 4;
+  registers.phases = 8;
+  registers.k_per_lane = 8;
+  registers.k_slices = 8;
+  registers.tile_batch = 1;
+  registers.input_k_per_lane = 8;
+  EXPECT_EQ(
+      forward_bytes(registers, 512),
+      (8u * 8 * 32 * 4 + 2 * 8 * 8 * 8 * 1 + 512 * 1 + 2 * 8 * 4 * 4 + 4 * 4 + 16) * sizeof(float));
+#endif
+#if LSTM_PLAN_HAS_BACKWARD
+  // backward_kernel.cuh: w [4 * J4][H] float4 | sums [S][Bg][J4] float4 | stash [J * Bg][7] | dc
+  EXPECT_EQ(backward_shared_bytes(512, 16, 16, 4),
+            (16u * 512 * 4 + 4 * 4 * 4 * 16 + 7 * 16 * 16 + 16 * 16) * sizeof(float));
+  EXPECT_EQ(backward_shared_bytes(100, 5, 3, 16),  // J = 5: two float4 of units, zeros past 5
+            (16u * 100 * 2 + 4 * 2 * 16 * 3 + 7 * 5 * 3 + 5 * 3) * sizeof(float));
+  EXPECT_EQ(backward_k_slices(1), 16);
+  EXPECT_EQ(backward_k_slices(5), 8);
+  EXPECT_EQ(backward_k_slices(64), 1);
+  EXPECT_EQ(backward_k_slices(100), 1);
+#endif
+}
+
+TEST(Plan, CanonicalConfigRunsOneLaunchPerLayer) {
+  const ProblemSize s = size_of(512, 64, 100, 4);
+  const Plan p = make_plan(s, h100());
+  expect_consistent(p, s, h100());
+  EXPECT_EQ(forward_of(p).slices, 1);
+#if LSTM_PLAN_HAS_BACKWARD
+  EXPECT_EQ(p.backward.slices, 1);
+  // Every block reads all of dz_t for its rows: batch groups cut that traffic (README.md).
+  EXPECT_GT(p.backward.batch_groups, 1);
+#endif
+}
+
+TEST(Plan, SmallBatchesUseEverySm) {
+  for (int hidden : {512, 1024}) {
+    const ProblemSize s = size_of(hidden, 1);
+    const Plan p = make_plan(s, h100());
+    expect_consistent(p, s, h100());
+    EXPECT_GT(forward_of(p).blocks(), 100) << hidden;
+#if LSTM_PLAN_HAS_BACKWARD
+    EXPECT_EQ(p.backward.batch_groups, 1);
+    EXPECT_GT(p.backward.blocks(), 100) << hidden;
+#endif
+  }
+}
+
+TEST(Plan, EveryShapeOfTheSweepsFits) {
+  for (int hidden : {256, 512, 1024}) {
+    for (int batch : {1, 2, 4, 8, 16, 32, 64, 128, 256}) {
+      const ProblemSize s = size_of(hidden, batch);
+      expect_consistent(make_plan(s, h100()), s, h100());
+    }
+  }
+}
+
+TEST(Plan, OddShapesAreConsistent) {
+  // 1196: near the largest H a forward fits; a training stage's backward fits less.
+  const int near_the_limit = LSTM_PLAN_HAS_BACKWARD ? 1000 : 1196;
+  for (int hidden : {1, 3, 33, 37, 200, 257, 301, near_the_limit}) {
+    for (int batch : {1, 3, 5, 7, 130, 1000, 5000}) {
+      const ProblemSize s = size_of(hidden, batch, 7);
+      expect_consistent(make_plan(s, h100()), s, h100());
+    }
+  }
+}
+
+TEST(Plan, OnOtherChipsAPlanFitsThatChipOrIsRefusedWithTheReason) {
+  // Made-up chips between an L4-like and an H100-like one: whatever the planner accepts fits the
+  // chip's SMs and shared memory; the largest H it names fits, the next does not.
+  for (const DeviceLimits& device :
+       {chip(16, 100, "16 SMs, 100 KiB"), chip(58, 99, "58 SMs, 99 KiB"),
+        chip(108, 163, "108 SMs, 163 KiB"), chip(132, 227, "132 SMs, 227 KiB")}) {
+    for (int hidden : {1, 37, 200, 513, 1000}) {
+      for (int batch : {1, 3, 9, 64, 130}) {
+        const ProblemSize s = size_of(hidden, batch, 7, 2);
+        const Plan p = make_plan(s, device);
+        if (p.fits) {
+          expect_consistent(p, s, device);
+        } else {
+          EXPECT_FALSE(p.why.empty()) << s.describe() << " on " << device.name;
+        }
+      }
+    }
+    const ProblemSize s = size_of(4000, 9, 7, 2);
+    const int largest = largest_hidden_that_fits(s, device);
+    ASSERT_GT(largest, 0) << device.name;
+    expect_consistent(make_plan(size_of(largest, 9, 7, 2), device), size_of(largest, 9, 7, 2),
+                      device);
+    EXPECT_FALSE(make_plan(size_of(largest + 1, 9, 7, 2), device).fits) << device.name;
+  }
+}
+
+TEST(Plan, LargeBatchesRunInSlices) {
+  const ProblemSize s = size_of(1024, 5000);
+  const Plan p = make_plan(s, h100());
+  expect_consistent(p, s, h100());
+  EXPECT_GT(forward_of(p).slices, 1);
+  EXPECT_FALSE(in_registers(forward_of(p)));
+#if LSTM_PLAN_HAS_BACKWARD
+  EXPECT_GT(p.backward.slices, 1);
+#endif
+}
+
+TEST(Plan, TooLargeHiddenIsRefusedWithTheReasonAndTheLimit) {
+  const ProblemSize s = size_of(2048, 64, 100, 4);
+  const Plan p = make_plan(s, h100());
+  EXPECT_FALSE(p.fits);
+  EXPECT_NE(p.why.find("shared memory"), std::string::npos) << p.why;
+  const int largest = largest_hidden_that_fits(s, h100());
+  EXPECT_GE(largest, 1024);
+  EXPECT_LT(largest, 2048);
+  EXPECT_TRUE(make_plan(size_of(largest, 64), h100()).fits);
+  EXPECT_FALSE(make_plan(size_of(largest + 1, 64), h100()).fits);
+}
+
+TEST(Plan, ASmallerChipFitsLess) {
+  const DeviceLimits small = chip(16, 100, "a small GPU");
+  EXPECT_FALSE(make_plan(size_of(1024, 4), small).fits);
+  const int largest = largest_hidden_that_fits(size_of(1024, 4), small);
+  EXPECT_GT(largest, 0);
+  EXPECT_LT(largest, largest_hidden_that_fits(size_of(1024, 4), h100()));
+  expect_consistent(make_plan(size_of(largest, 4), small), size_of(largest, 4), small);
+}
+
+TEST(Plan, TheFlagsPinTheChoices) {
+  const ProblemSize s = size_of(130, 10, 5);
+  const Plan p = make_plan(s, h100(), pinned({"--plan", plan_flag("8,128,2,3", "2,3")}));
+  expect_consistent(p, s, h100());
+  const ForwardPlan& f = forward_of(p);
+  EXPECT_FALSE(in_registers(f));  // a pinned tile, threads, groups or rows: the shared kernel
+  EXPECT_EQ(f.tile_batch, 8);
+  EXPECT_EQ(f.threads, 128);
+  EXPECT_EQ(f.batch_groups, 2);
+  EXPECT_EQ(f.group_batch, 3);
+  EXPECT_EQ(f.slices, 2);  // 10 rows, 2 groups of 3 per launch
+#if LSTM_PLAN_HAS_BACKWARD
+  EXPECT_EQ(p.backward.batch_groups, 2);
+  EXPECT_EQ(p.backward.group_rows, 3);
+  EXPECT_EQ(p.backward.slices, 2);  // 10 rows, 2 groups of 3 per launch
+  // The forward pinned alone: 10 rows in 2 groups of 2, 3 slices; the backward chooses.
+  const Plan q = make_plan(s, h100(), pinned({"--plan", "8,128,2,2"}));
+  expect_consistent(q, s, h100());
+  EXPECT_EQ(q.forward.slices, 3);
+#endif
+}
+
+TEST(Plan, SmallStagingForcesSeveralChunks) {
+  const ProblemSize s = size_of(300, 64, 6);
+  const Plan p = make_plan(s, h100(), pinned({"--plan", "8,64,1"}));
+  expect_consistent(p, s, h100());
+  EXPECT_GT(forward_of(p).chunks, 2);
+}
+
+TEST(Plan, APinnedPlanThatDoesNotFitIsRefusedNotReplaced) {
+  // 8 units x 64 rows in 4-wide tiles need 4 warps of tiles, not the 2 of 64 threads.
+  const Plan p = make_plan(size_of(1024, 64), h100(), pinned({"--plan", "4,64,0,64"}));
+  EXPECT_FALSE(p.fits);
+  EXPECT_NE(p.why.find("warps of register tiles"), std::string::npos) << p.why;
+#if LSTM_PLAN_HAS_BACKWARD
+  // H = 1024 in 33 blocks per group: 32 units each.
+  const Plan q = make_plan(size_of(1024, 8), h100(), pinned({"--plan", "0,0,0,0,4"}));
+  EXPECT_FALSE(q.fits);
+  EXPECT_NE(q.why.find("more than the kernel's 16"), std::string::npos) << q.why;
+#endif
+}
+
+TEST(Plan, TheFlagsAreParsedOrRefusedNamingTheFlag) {
+  PlanRequest r = pinned({"--plan", "8,256,2"});
+  EXPECT_EQ(r.tile_batch, 8);
+  EXPECT_EQ(r.threads, 256);
+  EXPECT_EQ(r.batch_groups, 2);
+  EXPECT_EQ(r.group_batch, 0);
+  EXPECT_EQ(pinned({"--plan", "8,,2"}).batch_groups, 2);  // an empty field is automatic
+  EXPECT_EQ(pinned({"--plan", "4"}).tile_batch, 4);
+  r = pinned({});
+  EXPECT_EQ(r.tile_batch, 0);
+  EXPECT_EQ(r.threads, 0);
+  EXPECT_EQ(r.batch_groups, 0);
+  EXPECT_EQ(r.group_batch, 0);
+  EXPECT_TRUE(testing::parse_stage_flags<StageFlags>({"--verbose"}).verbose);
+  // As many fields as the planner has are accepted; one more is refused.
+  std::string all_fields = "4";
+  for (int i = 1; i < kPlanFields; ++i)
+    all_fields += ",0";
+  EXPECT_EQ(pinned({"--plan", all_fields}).tile_batch, 4);
+  const std::vector<std::string> bad_plans = {"x", "8,abc", "4,y",    "-1",      "1.5",
+                                              "5", "8,100", "4,1024", "8,256,x", all_fields + ",1"};
+  for (const std::string& bad : bad_plans) {
+    const std::string why = refusal({"--plan", bad});
+    EXPECT_NE(why.find("--plan"), std::string::npos) << bad << ": " << why;
+  }
+  EXPECT_NE(refusal({"--bogus", "3"}).find("--bogus"), std::string::npos);
+}
+
+#if LSTM_PLAN_HAS_REGISTER_KERNEL
+// ---- The forward's register kernel (small batches)
+
+TEST(Plan, SmallBatchesKeepTheForwardsWeightsInRegisters) {
+  // H = 512, B = 1: 128 blocks x 4 units, 8 weights per lane and gate, 256 threads, the input
+  // parts computed in the kernel.
+  const ProblemSize s512 = size_of(512, 1);
+  const Plan p512 = make_plan(s512, h100());
+  expect_consistent(p512, s512, h100());
+  const ForwardPlan& f512 = forward_of(p512);
+  EXPECT_TRUE(f512.weights_in_registers);
+  EXPECT_EQ(f512.units_per_block, 4);
+  EXPECT_EQ(f512.k_per_lane, 8);
+  EXPECT_EQ(f512.threads, 256);
+  EXPECT_EQ(f512.tile_batch, 1);
+  EXPECT_EQ(f512.input_k_per_lane * f512.k_slices * f512.phases, 512);
+  // H = 1024, B = 4: 32 weights per lane (8 would need 1024 threads), input parts from cuBLAS.
+  const ProblemSize s1024 = size_of(1024, 4);
+  const Plan p1024 = make_plan(s1024, h100());
+  expect_consistent(p1024, s1024, h100());
+  const ForwardPlan& f1024 = forward_of(p1024);
+  EXPECT_TRUE(f1024.weights_in_registers);
+  EXPECT_EQ(f1024.k_per_lane, 32);
+  EXPECT_EQ(f1024.threads, 256);
+  EXPECT_EQ(f1024.tile_batch, 4);
+  EXPECT_EQ(f1024.input_k_per_lane, 0);
+  // B rounds up to 1, 2, 4 or 8; above 8, the shared-memory kernel.
+  EXPECT_EQ(forward_of(make_plan(size_of(512, 3), h100())).tile_batch, 4);
+  EXPECT_EQ(forward_of(make_plan(size_of(512, 8), h100())).tile_batch, 8);
+  EXPECT_FALSE(forward_of(make_plan(size_of(512, 9), h100())).weights_in_registers);
+}
+
+TEST(Plan, TheRegisterKernelComputesItsInputPartsWhereTheyHideInARoundTrip) {
+  // H = 512, B = 1: 8 input rows per lane, one batch column: the kernel computes them.
+  const ForwardPlan p512 = forward_of(make_plan(size_of(512, 1), h100()));
+  EXPECT_EQ(p512.input_k_per_lane * p512.k_slices * p512.phases, 512);
+  // B = 2 or H = 1024: more work per lane than a round trip hides: cuBLAS.
+  EXPECT_EQ(forward_of(make_plan(size_of(512, 2), h100())).input_k_per_lane, 0);
+  EXPECT_EQ(forward_of(make_plan(size_of(1024, 1), h100())).input_k_per_lane, 0);
+  // Asked for, the kernel does it wherever W_ih fits; the layout takes the largest I of any
+  // layer (layer 0's I may differ from H).
+  const PlanRequest kernel = pinned({"--input", "kernel"});
+  ProblemSize wide = size_of(512, 1, 100, 2);
+  wide.input_size = 1024;
+  const Plan p_wide = make_plan(wide, h100(), kernel);
+  expect_consistent(p_wide, wide, h100());
+  const ForwardPlan& f_wide = forward_of(p_wide);
+  EXPECT_GE(f_wide.input_k_per_lane * f_wide.k_slices * f_wide.phases, 1024);
+  EXPECT_EQ(forward_of(make_plan(wide, h100())).input_k_per_lane, 0);  // automatic: too much work
+  ProblemSize narrow = size_of(512, 1, 100, 2);
+  narrow.input_size = 10;
+  EXPECT_GE(forward_of(make_plan(narrow, h100())).input_k_per_lane * p512.k_slices * p512.phases,
+            512);
+  // H = 1024, B = 8: W_ih's slice (128 KiB) and two steps of x do not fit even when asked.
+  const ProblemSize big = size_of(1024, 8);
+  const Plan p_big = make_plan(big, h100(), kernel);
+  expect_consistent(p_big, big, h100());
+  EXPECT_EQ(forward_of(p_big).input_k_per_lane, 0);
+  EXPECT_GT(forward_of(make_plan(size_of(1024, 4), h100(), kernel)).input_k_per_lane, 0);
+  // Asking for the GEMM gives it.
+  EXPECT_EQ(
+      forward_of(make_plan(size_of(512, 1), h100(), pinned({"--input", "gemm"}))).input_k_per_lane,
+      0);
+}
+
+TEST(Plan, WhereTheRegisterKernelDoesNotFitTheSharedOneRuns) {
+  // H = 1100: 9 units (16 lanes), 2 lanes along k: 18 slices of 2 x 32 rows, more than 8 warps.
+  const ProblemSize s = size_of(1100, 1);
+  const ForwardPlan registers = make_register_plan(s, h100());
+  EXPECT_FALSE(registers.fits);
+  EXPECT_NE(registers.why.find("warps per block"), std::string::npos) << registers.why;
+  const Plan p = make_plan(s, h100());
+  expect_consistent(p, s, h100());
+  EXPECT_FALSE(forward_of(p).weights_in_registers);
+}
+
+TEST(Plan, TheFlagsPinTheForwardsKernelAndItsInputParts) {
+  ProblemSize s = size_of(300, 3, 5, 3);  // I != H: the input rows cover both
+  s.input_size = 40;
+  Plan p = make_plan(s, h100(), pinned({"--weights", "registers,32", "--input", "kernel"}));
+  expect_consistent(p, s, h100());
+  EXPECT_TRUE(forward_of(p).weights_in_registers);
+  EXPECT_EQ(forward_of(p).k_per_lane, 32);
+  EXPECT_GT(forward_of(p).input_k_per_lane, 0);
+  p = make_plan(s, h100(), pinned({"--weights", "registers,32", "--input", "gemm"}));
+  expect_consistent(p, s, h100());
+  EXPECT_EQ(forward_of(p).input_k_per_lane, 0);
+  EXPECT_EQ(forward_of(make_plan(size_of(512, 1), h100(), pinned({"--weights", "registers,32"})))
+                .k_per_lane,
+            32);
+  // Registers where they cannot hold the batch: refused with the reason, not replaced.
+  const Plan refused = make_plan(size_of(512, 16), h100(), pinned({"--weights", "registers"}));
+  EXPECT_FALSE(refused.fits);
+  EXPECT_NE(refused.why.find("batch rows"), std::string::npos) << refused.why;
+  // Shared memory asked for, or any of its choices pinned: the shared-memory kernel, at B = 1.
+  const ProblemSize b1 = size_of(512, 1);
+  p = make_plan(b1, h100(), pinned({"--weights", "shared"}));
+  expect_consistent(p, b1, h100());
+  EXPECT_FALSE(forward_of(p).weights_in_registers);
+  p = make_plan(b1, h100(), pinned({"--plan", "0,128"}));
+  expect_consistent(p, b1, h100());
+  EXPECT_FALSE(forward_of(p).weights_in_registers);
+}
+
+TEST(Plan, TheKernelFlagsAreParsedOrRefusedNamingTheFlag) {
+  PlanRequest r = pinned({});
+  EXPECT_EQ(r.weights, WeightHome::kAuto);
+  EXPECT_EQ(r.input, InputParts::kAuto);
+  EXPECT_EQ(pinned({"--weights", "registers"}).weights, WeightHome::kRegisters);
+  r = pinned({"--weights", "registers,32"});
+  EXPECT_EQ(r.weights, WeightHome::kRegisters);
+  EXPECT_EQ(r.k_per_lane, 32);
+  EXPECT_EQ(pinned({"--weights", "registers,8"}).k_per_lane, 8);
+  EXPECT_EQ(pinned({"--weights", "shared"}).weights, WeightHome::kSharedMemory);
+  EXPECT_EQ(pinned({"--input", "gemm"}).input, InputParts::kGemm);
+  EXPECT_EQ(pinned({"--input", "kernel"}).input, InputParts::kKernel);
+  EXPECT_NE(refusal({"--weights", "registers,16"}).find("--weights"), std::string::npos);
+  EXPECT_NE(refusal({"--weights", "smem"}).find("--weights \"smem\""), std::string::npos);
+  EXPECT_NE(refusal({"--input", "cublas"}).find("--input \"cublas\""), std::string::npos);
+  // Registers with a pinned shared-memory plan contradict each other; shared with one does not.
+  const std::string why = refusal({"--plan", "4,256", "--weights", "registers"});
+  EXPECT_NE(why.find("--plan pins"), std::string::npos) << why;
+  EXPECT_NE(why.find("--weights registers"), std::string::npos) << why;
+  EXPECT_EQ(pinned({"--plan", "4,256", "--weights", "shared"}).tile_batch, 4);
+}
+#endif  // LSTM_PLAN_HAS_REGISTER_KERNEL
+
+#if LSTM_PLAN_HAS_BACKWARD
+// ---- The backward's plan
+
+TEST(Plan, AFewSmsGiveMoreUnitsPerBlockOrARefusal) {
+  // 8 SMs: H = 100 needs 13 units per block (fits the kernel's 16), H = 200 needs 25 (refused).
+  const DeviceLimits device = chip(8, 227, "8 SMs");
+  const ProblemSize fits = size_of(100, 5, 7);
+  expect_consistent(make_plan(fits, device), fits, device);
+  const Plan refused = make_plan(size_of(200, 5, 7), device);
+  EXPECT_FALSE(refused.fits);
+  EXPECT_NE(refused.why.find("more than the kernel's 16"), std::string::npos) << refused.why;
+  EXPECT_EQ(largest_hidden_that_fits(size_of(200, 5, 7), device), 8 * kMaxUnitsPerBlock);
+}
+
+TEST(Plan, TheBackwardsFlagsAreParsed) {
+  PlanRequest r = pinned({"--plan", "8,256,2,3,4,5"});
+  EXPECT_EQ(r.tile_batch, 8);
+  EXPECT_EQ(r.threads, 256);
+  EXPECT_EQ(r.batch_groups, 2);
+  EXPECT_EQ(r.group_batch, 3);
+  EXPECT_EQ(r.backward_groups, 4);
+  EXPECT_EQ(r.backward_rows, 5);
+  r = pinned({"--plan", "0,0,0,0,2"});
+  EXPECT_FALSE(r.pins_shared_plan());  // the backward alone
+  EXPECT_EQ(r.backward_groups, 2);
+  EXPECT_EQ(r.backward_rows, 0);
+  EXPECT_EQ(pinned({"--plan", ",,,,,7"}).backward_rows, 7);  // an empty field is automatic
+  EXPECT_EQ(pinned({}).backward_groups, 0);
+  // The backward's pins go with the forward's register kernel.
+  r = pinned({"--plan", "0,0,0,0,2,3", "--weights", "registers,32", "--input", "kernel"});
+  EXPECT_EQ(r.weights, WeightHome::kRegisters);
+  EXPECT_EQ(r.k_per_lane, 32);
+  EXPECT_EQ(r.input, InputParts::kKernel);
+  EXPECT_EQ(r.backward_groups, 2);
+  const Plan p = make_plan(size_of(512, 4), h100(), r);
+  expect_consistent(p, size_of(512, 4), h100());
+  EXPECT_EQ(p.forward.k_per_lane, 32);
+  EXPECT_EQ(p.backward.batch_groups, 2);
+  EXPECT_EQ(p.backward.group_rows, 3);
+}
+#endif  // LSTM_PLAN_HAS_BACKWARD
+
+}  // namespace
+}  // namespace lstm::LSTM_STAGE_NAMESPACE
