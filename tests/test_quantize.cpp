@@ -224,6 +224,7 @@ TEST(Quantize, ProvisionalReducedPrecisionBounds) {
   for (const Case& c :
        {Case{Precision::kFp16, "y", 3.1e-4}, Case{Precision::kFp16, "cy", 3.1e-4},
         Case{Precision::kFp16, "dh0", 7.2e-4}, Case{Precision::kFp16, "grad_bias_hh_l0", 7.2e-4},
+        Case{Precision::kFp16, "grad_weight_hh_l0", 3.2e-3},  // cuDNN PERSIST_DYNAMIC at H = 1
         Case{Precision::kBf16, "hy", 2.5e-3}, Case{Precision::kBf16, "dx", 6.0e-3},
         Case{Precision::kBf16, "grad_weight_ih_l1", 6.0e-3}}) {
     const Tolerance bound = reduced_precision_tolerance(c.precision, c.tensor);
