@@ -31,6 +31,7 @@ STAGE_08_TESTS = "forward_08_published_h"
 STAGE_09_TESTS = "forward_09_register_tiled|Stage09"
 STAGE_10_TESTS = "forward_10_small_batch_registers|Stage10"
 TRAINING_06_TESTS = "training_06_persistent|Training06"
+STAGE_13_TESTS = "forward_13_tensor_cores|TensorCores"
 MUTATIONS = [
     ("gpu", "stage 00 swaps the f and g gates in the cell update", "stages/forward/00_naive/stage.cu",
      "cell_.data(), gates_[0].data(), gates_[1].data(), gates_[2].data()",
@@ -195,6 +196,16 @@ MUTATIONS = [
      "common/harness/checked_run.cpp",
      "    static_cast<TrainingStage&>(stage).backward(problem.tensors(), stream);\n", "", "gpu",
      "Harness"),
+    # ---- forward stage 13 (tensor cores): tests/test_tensor_cores_gpu.cpp must catch each.
+    ("gpu", "stage 13 reads k rows 8-15 of each B fragment from rows 0-7 (a wrong fragment layout)",
+     "stages/forward/13_tensor_cores/kernel.cuh", "h_fragment[4 * S + n * kMmaColumns]",
+     "h_fragment[n * kMmaColumns]", "gpu", STAGE_13_TESTS),
+    ("gpu", "stage 13 stores W's A fragments with rows and k halves mixed up",
+     "stages/forward/13_tensor_cores/kernel.cuh", "fragment_lane / 4 + 8 * (r & 1);",
+     "fragment_lane / 4 + 8 * (r >> 1);", "gpu", STAGE_13_TESTS),
+    ("gpu", "stage 13 adds only the first k slice's partial sums",
+     "stages/forward/13_tensor_cores/kernel.cuh", "for (int s = 0; s < a.k_slices; ++s) {",
+     "for (int s = 0; s < 1; ++s) {", "gpu", STAGE_13_TESTS),
 ]
 
 
