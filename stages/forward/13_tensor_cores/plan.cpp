@@ -15,7 +15,9 @@ namespace {
 
 // The cost model's rates, per SM and per clock (H100: datasheet figures and estimates):
 constexpr double kMmaFmaPerClock = 1024;      // FP16/BF16 mma.sync, half the dense datasheet rate
-constexpr double kMmaLatency = 32;            // one mma after the one it accumulates onto
+constexpr double kMmaLatency = 160;  // a warp's k tile: fragments from shared memory, one mma
+                                     // after the one it accumulates onto (fitted, see README)
+constexpr double kSliceClocks = 60;  // one more k slice in the reduction (fitted, see README)
 constexpr double kSharedBytesPerClock = 128;  // shared-memory bandwidth
 constexpr double kL2BytesPerClockPerSm = 48;  // what one SM pulls from L2
 constexpr double kL2BytesPerClock = 3000;     // what the whole L2 delivers (~5 TB/s)
@@ -87,7 +89,7 @@ void lay_out(Plan& plan, const ProblemSize& s, const DeviceLimits& device) {
   const double h_bytes = 4.0 * plan.padded_batch * H;
   const double l2 =
       std::max(h_bytes / kL2BytesPerClockPerSm, h_bytes * plan.blocks() / kL2BytesPerClock);
-  const double step = kStepLatency + 30.0 * plan.k_slices + 100.0 * plan.chunks +
+  const double step = kStepLatency + kSliceClocks * plan.k_slices + 100.0 * plan.chunks +
                       std::max({fma, chain, shared, l2});
   plan.cost = plan.slices * (s.seq_len * step + kLaunchClocks);
 }
@@ -122,7 +124,7 @@ std::size_t shared_bytes_for(const Plan& p, int hidden) {
 }
 
 Plan make_plan(const ProblemSize& s, const DeviceLimits& device, const PlanRequest& request) {
-  std::vector<int> tiles = {8, 16, 32}, threads = {128, 256, 512}, groups = {1, 2, 4, 8, 16, 32};
+  std::vector<int> tiles = {8, 16, 32}, threads = {256, 512}, groups = {1, 2, 4, 8, 16, 32};
   if (request.tile_batch) tiles = {request.tile_batch};
   if (request.threads) threads = {request.threads};
   if (request.batch_groups) groups = {request.batch_groups};
