@@ -15,9 +15,9 @@ namespace {
 
 // The cost model's rates, per SM and per clock (H100: datasheet figures and estimates):
 constexpr double kMmaFmaPerClock = 1024;      // FP16/BF16 mma.sync, half the dense datasheet rate
-constexpr double kMmaLatency = 160;  // a warp's k tile: fragments from shared memory, one mma
+constexpr double kMmaLatency = 300;  // a warp's k tile: fragments from shared memory, one mma
                                      // after the one it accumulates onto (fitted, see README)
-constexpr double kSliceClocks = 60;  // one more k slice in the reduction (fitted, see README)
+constexpr double kSliceClocks = 350; // one more k slice in the reduction (fitted, see README)
 constexpr double kSharedBytesPerClock = 128;  // shared-memory bandwidth
 constexpr double kL2BytesPerClockPerSm = 48;  // what one SM pulls from L2
 constexpr double kL2BytesPerClock = 3000;     // what the whole L2 delivers (~5 TB/s)
