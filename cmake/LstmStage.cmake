@@ -1,4 +1,5 @@
-# add_lstm_stage(<series> <NN_slug> [DIR <folder>] [TEST_ONLY]): the one line that adds a stage.
+# add_lstm_stage(<series> <NN_slug> [DIR <folder>] [TEST_ONLY] [VARIANTS <v>...]): the one line
+# that adds a stage.
 #
 # stages/<series>/<NN_slug>/ (or DIR) holds the stage's sources (*.cu, *.cpp, *.h, *.cuh). They
 # define, inside the namespace the build names for them,
@@ -10,10 +11,14 @@
 # (common/harness/stage_main.h), and adds the stage, named "<series>/<NN_slug>", to the registry
 # that the tests and the benchmark iterate over (unless TEST_ONLY: a stage the tests build to
 # exercise the harness, kept out of the registry and the benchmark).
+# VARIANTS: each <v> (e.g. bf16) adds one more registry entry, "<series>/<NN_slug>_<v>", made by
+# the stage's own factory make_<v>() (declared like make()): the same code in another
+# configuration that the harness must know before it makes the data, such as the precision. The
+# executable stays one; its own flags choose the variant there.
 # The folder's file `parent` names the stage it was copied from (lstm_check_stage_parent below);
 # a TEST_ONLY stage may have none.
 function(add_lstm_stage series name)
-  cmake_parse_arguments(STAGE "TEST_ONLY" "DIR" "" ${ARGN})
+  cmake_parse_arguments(STAGE "TEST_ONLY" "DIR" "VARIANTS" ${ARGN})
   if(NOT series MATCHES "^[a-z][a-z0-9]*$" OR NOT name MATCHES "^[0-9][0-9]_[a-z0-9_]+$")
     message(FATAL_ERROR "add_lstm_stage(${series} ${name}): expected a series like 'forward' "
                         "and a name like '00_naive'")
@@ -42,8 +47,15 @@ function(add_lstm_stage series name)
   target_link_libraries(lstm_${id} PRIVATE lstm_stage_${id} lstm_warnings)
   set_target_properties(lstm_${id} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/bin)
 
+  foreach(variant IN LISTS STAGE_VARIANTS)
+    if(NOT variant MATCHES "^[a-z0-9]+$" OR STAGE_TEST_ONLY)
+      message(FATAL_ERROR "add_lstm_stage(${series} ${name}): VARIANTS takes names like 'bf16', "
+                          "not '${variant}', and not with TEST_ONLY")
+    endif()
+  endforeach()
   if(NOT STAGE_TEST_ONLY)
     set_property(GLOBAL APPEND PROPERTY LSTM_STAGES ${series}/${name})
+    set_property(GLOBAL PROPERTY LSTM_STAGE_VARIANTS_${id} ${STAGE_VARIANTS})
   endif()
 endfunction()
 
@@ -57,9 +69,15 @@ function(lstm_write_stage_registry)
   foreach(stage IN LISTS stages)
     string(REPLACE "/" "_" id ${stage})
     string(REGEX REPLACE "/.*" "" series ${stage})
-    string(APPEND STAGE_DECLARATIONS
-           "namespace stage_${id} {\nstd::unique_ptr<Stage> make();\n}\n")
+    get_property(variants GLOBAL PROPERTY LSTM_STAGE_VARIANTS_${id})
+    string(APPEND STAGE_DECLARATIONS "namespace stage_${id} {\nstd::unique_ptr<Stage> make();\n")
     string(APPEND STAGE_ENTRIES "      {\"${stage}\", \"${series}\", &stage_${id}::make},\n")
+    foreach(variant IN LISTS variants)
+      string(APPEND STAGE_DECLARATIONS "std::unique_ptr<Stage> make_${variant}();\n")
+      string(APPEND STAGE_ENTRIES
+             "      {\"${stage}_${variant}\", \"${series}\", &stage_${id}::make_${variant}},\n")
+    endforeach()
+    string(APPEND STAGE_DECLARATIONS "}\n")
   endforeach()
   configure_file(${CMAKE_SOURCE_DIR}/cmake/stage_registry.cpp.in
                  ${CMAKE_BINARY_DIR}/generated/stage_registry.cpp @ONLY)

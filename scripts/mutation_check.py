@@ -39,6 +39,7 @@ TRAINING_06_TESTS = "training_06_persistent|Training06"
 # issue 21: the re-sequenced persistent steps (their mutations: the block after stage 08's)
 FORWARD_09_TESTS = "forward_09_register_tiled"
 FORWARD_10_TESTS = "forward_10_chunked_staging"
+STAGE_13_TESTS = "forward_13_tensor_cores|TensorCores"
 MUTATIONS = [
     ("gpu", "stage 00 swaps the f and g gates in the cell update", "stages/forward/00_naive/stage.cu",
      "cell_.data(), gates_[0].data(), gates_[1].data(), gates_[2].data()",
@@ -96,6 +97,16 @@ MUTATIONS = [
      "stages/forward/10_chunked_staging/kernel.cuh", "          store_relaxed(published, 0.0f);",
      "          (void)published;", "gpu", FORWARD_10_TESTS),
     # ---- end of issue 21's block
+    # ---- forward stage 13 (tensor cores): tests/test_tensor_cores_gpu.cpp must catch each.
+    ("gpu", "stage 13 reads k rows 8-15 of each B fragment from rows 0-7 (a wrong fragment layout)",
+     "stages/forward/13_tensor_cores/kernel.cuh", "h_fragment[4 * S + n * kMmaColumns]",
+     "h_fragment[n * kMmaColumns]", "gpu", STAGE_13_TESTS),
+    ("gpu", "stage 13 stores W's A fragments with rows and k halves mixed up",
+     "stages/forward/13_tensor_cores/kernel.cuh", "fragment_lane / 4 + 8 * (r & 1);",
+     "fragment_lane / 4 + 8 * (r >> 1);", "gpu", STAGE_13_TESTS),
+    ("gpu", "stage 13 adds only the first k slice's partial sums",
+     "stages/forward/13_tensor_cores/kernel.cuh", "for (int s = 0; s < a.k_slices; ++s) {",
+     "for (int s = 0; s < 1; ++s) {", "gpu", STAGE_13_TESTS),
     ("gpu", "stage 11 adds only the first k slice's partial sums",
      "stages/forward/11_batch_groups/kernel.cuh", "for (int s = 0; s < a.k_slices; ++s) {",
      "for (int s = 0; s < 1; ++s) {", "gpu", STAGE_11_TESTS),

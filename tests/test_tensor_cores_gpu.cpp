@@ -1,0 +1,127 @@
+// Stage 13 (forward/13_tensor_cores) on the GPU, in FP16 and in BF16, with its plan left to the
+// planner or pinned, so that every path of the tensor-core kernel runs: H not a multiple of 16
+// or 8 (k and the unit rows padded with zeros), I != H, L = 3, B = 1 (one mma column of eight
+// used), B = 3, B = 130 (batch groups), several chunks of h with a short last chunk, batch slices,
+// the 8-, 16- and 32-column warp tiles, k slices that get no k tile. The data are rounded to the
+// precision first, as the harness does (core/quantize.h); each case is checked against the CPU
+// reference with the precision's bounds, must repeat bit for bit, and prints its measured errors
+// ([ MEASURED ]). A too-large H is refused before anything runs, saying what fits. Skipped
+// without a GPU.
+#include <gtest/gtest.h>
+
+#include <iostream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/quantize.h"
+#include "gpu_test_support.h"
+#include "harness/checked_run.h"
+#include "harness/stage_main.h"
+#include "plan.h"
+
+namespace lstm::LSTM_STAGE_NAMESPACE {  // stage 13's, as its build names it
+
+std::unique_ptr<Stage> make();       // FP16 (stage.cu)
+std::unique_ptr<Stage> make_bf16();  // BF16 (stage.cu)
+
+namespace {
+
+struct Case {
+  const char* label;
+  ProblemSize size;  // H, I, B, T, L
+  const char* plan;  // --plan tile,threads,groups,rows ("" = the planner's)
+};
+
+const std::vector<Case>& cases() {
+  static const std::vector<Case> list = {
+      {"B1", ProblemSize{64, 64, 1, 9, 2}, ""},
+      {"B3_odd_H_I_ne_H_L3", ProblemSize{37, 19, 3, 7, 3}, ""},
+      {"B130_groups", ProblemSize{130, 50, 130, 5, 2}, ""},
+      {"H1", ProblemSize{1, 3, 2, 4, 2}, ""},
+      {"T1", ProblemSize{50, 30, 5, 1, 1}, ""},
+      {"I_gt_H", ProblemSize{45, 100, 6, 5, 2}, ""},
+      {"H520_B1", ProblemSize{520, 520, 1, 6, 1}, ""},
+      {"H1000_B4", ProblemSize{1000, 200, 4, 5, 1}, ""},
+      {"chunks_short_last", ProblemSize{300, 50, 64, 6, 2}, "16,128,1,0"},
+      {"tile8_chunks", ProblemSize{300, 50, 64, 6, 1}, "8,256,1,0"},
+      {"tile32_groups3", ProblemSize{257, 31, 70, 4, 1}, "32,256,3,0"},
+      {"tile16_slices", ProblemSize{520, 30, 40, 4, 1}, "16,64,1,20"},
+      {"threads512_B1_empty_k_slices", ProblemSize{64, 64, 1, 3, 3}, "8,512,1,0"},
+      {"one_row_per_block", ProblemSize{66, 66, 5, 3, 2}, "8,128,1,1"},
+  };
+  return list;
+}
+
+const char* kPrecisions[] = {"fp16", "bf16"};
+
+std::unique_ptr<Stage> make_stage(const std::string& precision, const std::string& plan) {
+  std::unique_ptr<Stage> stage = precision == "bf16" ? make_bf16() : make();
+  if (!plan.empty()) apply_stage_flags(*stage, {"--plan", plan});
+  return stage;
+}
+
+class TensorCores : public ::testing::TestWithParam<std::tuple<std::size_t, int>> {};
+
+TEST_P(TensorCores, MatchesTheCpuReferenceWithinThePrecisionsBoundsAndRepeats) {
+  SKIP_WITHOUT_GPU();
+  const Case& c = cases()[std::get<0>(GetParam())];
+  const std::string precision = kPrecisions[std::get<1>(GetParam())];
+  std::unique_ptr<Stage> stage = make_stage(precision, c.plan);
+  ASSERT_EQ(precision_name(stage->precision()), precision);
+  LstmParams params = generate_params(c.size, 7);
+  quantize_problem(stage->precision(), params);  // as run_stages does
+  const std::string name = std::string("forward/13_tensor_cores ") + precision + " " + c.label;
+  const auto outputs = testing::run_twice(*stage, params, name);
+  ASSERT_FALSE(outputs.empty());
+  const CheckReport report = testing::check_against_reference(*stage, params, outputs);
+  EXPECT_TRUE(report.passed()) << name << " " << c.size.describe() << "\n" << report.describe();
+  EXPECT_EQ(report.tensors.size(), 3u);
+  for (const TensorCheck& tensor : report.tensors) {
+    std::cout << "[ MEASURED ] " << name << " " << c.size.describe() << " " << tensor.name
+              << " relative_norm " << tensor.relative_norm << " max_absolute "
+              << tensor.max_absolute << " (bound " << tensor.bound.max_relative_norm << ", "
+              << tensor.bound.max_absolute << ")\n";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, TensorCores,
+    ::testing::Combine(::testing::Range<std::size_t>(0, cases().size()), ::testing::Range(0, 2)),
+    [](const ::testing::TestParamInfo<TensorCores::ParamType>& info) {
+      return std::string(cases()[std::get<0>(info.param)].label) + "_" +
+             kPrecisions[std::get<1>(info.param)];
+    });
+
+TEST(TensorCoresLimits, TooLargeHiddenIsRefusedBeforeLaunchSayingWhatFits) {
+  SKIP_WITHOUT_GPU();
+  cudaDeviceProp prop{};
+  CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+  for (const char* precision : kPrecisions) {
+    const std::string why =
+        make_stage(precision, "")->unsupported_reason(ProblemSize{2048, 2048, 1, 10, 1}, prop);
+    EXPECT_NE(why.find("do not fit on chip"), std::string::npos) << why;
+    EXPECT_NE(why.find("largest H that fits"), std::string::npos) << why;
+    std::cout << "[ REFUSED ] " << precision << " H=2048: " << why << "\n";
+  }
+  // What the README states as the limit fits (the planner's answer on this GPU).
+  const int largest = largest_hidden_that_fits(ProblemSize{2048, 2048, 1, 10, 1},
+                                               device_limits(prop));
+  EXPECT_GT(largest, 1320) << "no larger than stage 11's FP32 limit";
+  std::cout << "[ LIMIT ] largest H that fits at B = 1: " << largest << "\n";
+}
+
+TEST(TensorCoresFlags, PrecisionFlagChoosesTheType) {
+  std::unique_ptr<Stage> stage = make();
+  EXPECT_EQ(stage->precision(), Precision::kFp16);
+  apply_stage_flags(*stage, {"--precision", "bf16"});
+  EXPECT_EQ(stage->precision(), Precision::kBf16);
+  EXPECT_EQ(make_bf16()->precision(), Precision::kBf16);
+  EXPECT_EQ(make_bf16()->tolerance("y").max_relative_norm,
+            reduced_precision_tolerance(Precision::kBf16, "y").max_relative_norm);
+  EXPECT_THROW(apply_stage_flags(*make(), {"--precision", "fp32"}), std::invalid_argument);
+  EXPECT_THROW(apply_stage_flags(*make(), {"--plan", "4,256"}), std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace lstm::LSTM_STAGE_NAMESPACE
