@@ -154,7 +154,8 @@ def load(folder):
     """Reads one results/<gpu>/ folder (bench.json required)."""
     res = Results(Path(folder))
     for name, read in (("bench.json", read_bench), ("bench_training.json", read_bench),
-                       ("pytorch.jsonl", read_pytorch), ("canonical.jsonl", read_checks)):
+                       ("bench_reduced.json", read_bench), ("pytorch.jsonl", read_pytorch),
+                       ("canonical.jsonl", read_checks)):
         if name == "bench.json" or (res.folder / name).is_file():
             read(res.folder / name, res)
     return res
@@ -335,9 +336,11 @@ def figure_training_sweeps(res):
                         f"time per step ({fixed_sizes(batch)})")
 
 def against_cudnn(res, kind, first, title):
-    """Stages `first` and up (-2: the last two) against cuDNN's fastest of the same file."""
+    """Stages `first` and up (None: the last of each precision) against cuDNN's fastest."""
     runs = rows(res, kind, "batch_sweep")
-    shown = stages_of(runs, kind, max(first, 0))[min(first, 0):]
+    shown = stages_of(runs, kind, first or 0) if first is not None else {
+        stages_of([r for r in runs if r.precision == p], kind)[-1] for p in {r.precision for r in
+                                                                        runs if is_stage(r.impl)}}
     mine = measured([r for r in runs if r.impl in shown], f"{kind} stage in the batch sweep")
 
     def draw(ax, panel):
@@ -354,11 +357,11 @@ def against_cudnn(res, kind, first, title):
     return sweep_figure(res, by_hidden(mine), f"{title} against cuDNN ({fixed_sizes(mine)})", draw)
 
 def figure_persistent(res):
-    return against_cudnn(res, "forward", -2, "The last forward stage and the one before it")
+    return against_cudnn(res, "forward", None, "The last forward stage of each precision")
 def figure_persistent_steps(res):
     return against_cudnn(res, "forward", FIRST_PERSISTENT, "The persistent forward stages")
 def figure_training_persistent(res):
-    return against_cudnn(res, "training", -2, "The last training stage and the one before it")
+    return against_cudnn(res, "training", None, "The last training stage of each precision")
 
 def bar_panel(ax, runs, values, texts, tops=None, **kw):
     """A bar per run (`values`: (median, min, max)), labelled on a white box above `tops`."""
