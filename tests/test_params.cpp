@@ -69,6 +69,18 @@ class TempDir : public ::testing::Test {
   fs::path dir_;
 };
 
+TEST(ProblemSize, EqualOnlyWhenEveryFieldIs) {
+  const ProblemSize base{200, 77, 3, 17, 3};
+  EXPECT_TRUE(base == (ProblemSize{200, 77, 3, 17, 3}));
+  EXPECT_FALSE(base != (ProblemSize{200, 77, 3, 17, 3}));
+  for (const ProblemSize& other : {ProblemSize{201, 77, 3, 17, 3}, ProblemSize{200, 78, 3, 17, 3},
+                                   ProblemSize{200, 77, 4, 17, 3}, ProblemSize{200, 77, 3, 18, 3},
+                                   ProblemSize{200, 77, 3, 17, 4}}) {
+    EXPECT_TRUE(base != other) << other.describe();
+    EXPECT_FALSE(base == other) << other.describe();
+  }
+}
+
 TEST(GenerateParams, SameSeedSameValuesOtherSeedOtherValues) {
   const LstmParams a = generate_params(small_size(), 7);
   const LstmParams b = generate_params(small_size(), 7);

@@ -50,8 +50,8 @@ bool is_gradient_tensor(const std::string& tensor);
 /// until this project's own cuDNN runs measure it (docs/design.md, "Kinds and precisions"). FP32
 /// gives default_tolerance(kFp32).
 /// Relative norm / max-abs:
-///   FP16: y, hy, cy 1e-3 / 1e-2; dx, dh0, dc0 2e-3 / 2e-2; grad_* 2e-3 / 0.1.
-///   BF16: y, hy, cy 8e-3 / 8e-2; dx, dh0, dc0 1.6e-2 / 0.16; grad_* 1.6e-2 / 0.8.
+///   FP16: y, hy, cy 1e-3 / 1e-2; dx, dh0, dc0 2e-3 / 2e-2; grad_* 4e-3 / 0.1.
+///   BF16: y, hy, cy 8e-3 / 8e-2; dx, dh0, dc0 1.6e-2 / 0.16; grad_* 3.2e-2 / 0.8.
 Tolerance reduced_precision_tolerance(Precision precision, const std::string& tensor);
 
 }  // namespace lstm

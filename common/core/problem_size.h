@@ -38,6 +38,15 @@ struct ProblemSize {
   std::string describe() const;
 };
 
+/// Two sizes are equal when every field is (a stage that plans once per run compares them).
+inline bool operator==(const ProblemSize& a, const ProblemSize& b) {
+  return a.hidden == b.hidden && a.input_size == b.input_size && a.batch == b.batch &&
+         a.seq_len == b.seq_len && a.layers == b.layers;
+}
+inline bool operator!=(const ProblemSize& a, const ProblemSize& b) {
+  return !(a == b);
+}
+
 /// Element counts of every tensor of a problem, computed with overflow checks.
 struct TensorCounts {
   std::size_t x = 0;           ///< (T, B, I)

@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <string>
 
@@ -243,12 +244,9 @@ class PersistentStage final : public Stage {
   /// The plan for `s`, made once: unsupported_reason(), workspace_bytes() and prepare() of a
   /// run ask for the same size.
   const Plan& plan_for(const ProblemSize& s, const DeviceLimits& limits) const {
-    if (!planned_ || s.hidden != planned_size_.hidden || s.batch != planned_size_.batch ||
-        s.seq_len != planned_size_.seq_len || s.layers != planned_size_.layers ||
-        s.input_size != planned_size_.input_size) {
+    if (planned_size_ != s) {
       plan_ = make_plan(s, limits, flags_.request);
       planned_size_ = s;
-      planned_ = true;
     }
     return plan_;
   }
@@ -262,8 +260,7 @@ class PersistentStage final : public Stage {
 
   StageFlags flags_;
   mutable Plan plan_;
-  mutable ProblemSize planned_size_;
-  mutable bool planned_ = false;
+  mutable std::optional<ProblemSize> planned_size_;  // the size plan_ was made for
   cublasHandle_t cublas_ = nullptr;
   DeviceBuffer<float> input_part_;        // (T, B, 4H): the input GEMM's result, one layer
   DeviceBuffer<float> layer_outputs_[2];  // intermediate layers' h sequences, alternating

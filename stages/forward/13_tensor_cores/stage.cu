@@ -28,6 +28,7 @@
 #include <algorithm>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -229,9 +230,9 @@ class PersistentStage final : public Stage {
   /// never wait for a block that has not started).
   void launch(void* args, cudaStream_t stream) {
     void* kernel_args[] = {args};
-    CUDA_CHECK(cudaLaunchCooperativeKernel(kernel_for(plan_, flags_.precision), dim3(plan_.blocks()),
-                                           dim3(plan_.threads), kernel_args, plan_.shared_bytes,
-                                           stream));
+    CUDA_CHECK(cudaLaunchCooperativeKernel(kernel_for(plan_, flags_.precision),
+                                           dim3(plan_.blocks()), dim3(plan_.threads), kernel_args,
+                                           plan_.shared_bytes, stream));
   }
   static std::size_t exchange_floats(const ProblemSize& s, const Plan& plan) {
     return (static_cast<std::size_t>(s.seq_len) + 1) * plan.batch_groups * s.hidden *
@@ -241,12 +242,9 @@ class PersistentStage final : public Stage {
   /// The plan for `s`, made once: unsupported_reason(), workspace_bytes() and prepare() of a
   /// run ask for the same size.
   const Plan& plan_for(const ProblemSize& s, const DeviceLimits& limits) const {
-    if (!planned_ || s.hidden != planned_size_.hidden || s.batch != planned_size_.batch ||
-        s.seq_len != planned_size_.seq_len || s.layers != planned_size_.layers ||
-        s.input_size != planned_size_.input_size) {
+    if (planned_size_ != s) {
       plan_ = make_plan(s, limits, flags_.request);
       planned_size_ = s;
-      planned_ = true;
     }
     return plan_;
   }
@@ -260,8 +258,7 @@ class PersistentStage final : public Stage {
 
   StageFlags flags_;
   mutable Plan plan_;
-  mutable ProblemSize planned_size_;
-  mutable bool planned_ = false;
+  mutable std::optional<ProblemSize> planned_size_;  // the size plan_ was made for
   cublasHandle_t cublas_ = nullptr;
   DeviceBuffer<float> input_part_;        // (T, B, 4H): the input GEMM's result, one layer
   DeviceBuffer<float> layer_outputs_[2];  // intermediate layers' h sequences, alternating

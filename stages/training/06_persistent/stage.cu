@@ -28,6 +28,7 @@
 #include <algorithm>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -375,12 +376,9 @@ class PersistentTraining final : public TrainingStage {
   /// The plan for `s`, made once: unsupported_reason(), workspace_bytes() and prepare() of a
   /// run ask for the same size.
   const Plan& plan_for(const ProblemSize& s, const DeviceLimits& limits) const {
-    if (!planned_ || s.hidden != planned_size_.hidden || s.batch != planned_size_.batch ||
-        s.seq_len != planned_size_.seq_len || s.layers != planned_size_.layers ||
-        s.input_size != planned_size_.input_size) {
+    if (planned_size_ != s) {
       plan_ = make_plan(s, limits, flags_.request);
       planned_size_ = s;
-      planned_ = true;
     }
     return plan_;
   }
@@ -394,8 +392,7 @@ class PersistentTraining final : public TrainingStage {
 
   StageFlags flags_;
   mutable Plan plan_;
-  mutable ProblemSize planned_size_;
-  mutable bool planned_ = false;
+  mutable std::optional<ProblemSize> planned_size_;  // the size plan_ was made for
   cublasHandle_t cublas_ = nullptr;
   std::vector<Layer> layers_;
   DeviceBuffer<float> exchange_;  // (T + 1, G, H, Bp): the forward's published h of one slice
