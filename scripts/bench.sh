@@ -28,12 +28,15 @@
 #   --only pytorch           the PyTorch part alone, forward and training (appended to
 #                            DIR/pytorch.jsonl)
 #   --only pytorch-training  PyTorch's training pass alone (appended to DIR/pytorch.jsonl)
+#   --only pytorch-forward   PyTorch's forward pass alone (appended to DIR/pytorch.jsonl)
 #                            (to split the bench over several runs, e.g. time-limited GPU
 #                            sessions; default: everything, lstm_bench's parts first)
 #   DIR                      default results/local/<gpu>
 #   LSTM_BENCH_FLAGS         passed on to lstm_bench, e.g. --benchmark_repetitions=3
 #   environment: BUILD_DIR (default build), PYTORCH_PYTHON (the python that has torch, default
-#                python3)
+#                python3), PYTORCH_PRECISIONS (the precisions PyTorch runs in, default "fp32";
+#                e.g. "fp32 fp16 bf16": each reduced one on the inputs rounded to it, checked
+#                against the reference of those values)
 # Compare two runs: scripts/compare_runs.py A/bench.json B/bench.json
 # Exit status: 0 done, 1 no GPU or a step failed, 2 a usage error.
 set -euo pipefail
@@ -41,7 +44,7 @@ cd "$(dirname "$0")/.."
 
 usage() { sed -n '/^# usage:/,/^# Exit status/p' "$0" | sed 's/^# \{0,1\}//'; }
 usage_error() { echo "bench: $*" >&2; usage >&2; exit 2; }
-parts="forward, training, cpp, pytorch or pytorch-training"
+parts="forward, training, cpp, pytorch, pytorch-forward or pytorch-training"
 only=
 dir=
 bench_flags=()
@@ -60,12 +63,16 @@ while (($#)); do
   esac
 done
 case $only in
-  "" | forward | training | cpp | pytorch | pytorch-training) ;;
+  "" | forward | training | cpp | pytorch | pytorch-forward | pytorch-training) ;;
   *) usage_error "--only takes $parts, got '$only'" ;;
 esac
 
 build=${BUILD_DIR:-build}
 python=${PYTORCH_PYTHON:-python3}
+precisions=${PYTORCH_PRECISIONS:-fp32}
+for precision in $precisions; do
+  case $precision in fp32 | fp16 | bf16) ;; *) usage_error "PYTORCH_PRECISIONS: $precision is not fp32, fp16 or bf16" ;; esac
+done
 if ! "$build/bin/lstm_gpu_info" >/dev/null 2>&1; then
   echo "bench: no usable CUDA GPU here; nothing to measure."
   exit 1
@@ -99,26 +106,32 @@ pytorch() {  # lstm_pytorch.py ARGS...: the lines that say what was run and chec
 while read -r group hidden input_size batch seq layers flop reference_steps training_checked; do
   flags=(--hidden "$hidden" --input-size "$input_size" --batch "$batch" --seq "$seq" --layers "$layers")
   what="$group ${flags[*]}"
-  problem=$data/problem reference=$data/reference
-  rm -rf "$problem" "$reference"
-  # The inputs, with the upstream gradients dy, dhy, dcy of the training pass.
-  "$build/bin/lstm_reference" "${flags[@]}" --training --save-inputs "$problem" --no-reference >/dev/null
-  # The reference: the training one where it fits (its y, hy, cy serve the forward check too),
-  # else the forward one where the whole sequence fits, else none.
-  forward_check=(--no-check) training_check=(--no-check)
-  if ((training_checked)); then
-    "$build/bin/lstm_reference" --load "$problem" --training --dump "$reference" >/dev/null
-    forward_check=(--check-dir "$reference") training_check=(--check-dir "$reference")
-  elif ((reference_steps == seq)); then
-    if [ "$only" != pytorch-training ]; then
-      "$build/bin/lstm_reference" --load "$problem" --dump "$reference" >/dev/null
-      forward_check=(--check-dir "$reference")
+  for precision in $precisions; do
+    # The inputs (rounded to the precision), with the upstream gradients dy, dhy, dcy.
+    problem=$data/problem reference=$data/reference
+    rm -rf "$problem" "$reference"
+    "$build/bin/lstm_reference" "${flags[@]}" --precision "$precision" --training \
+      --save-inputs "$problem" --no-reference >/dev/null
+    # The reference: the training one where it fits (its y, hy, cy serve the forward check too),
+    # else the forward one where the whole sequence fits, else none.
+    forward_check=(--no-check) training_check=(--no-check)
+    if ((training_checked)) && [ "$only" != pytorch-forward ]; then
+      "$build/bin/lstm_reference" --load "$problem" --training --dump "$reference" >/dev/null
+      forward_check=(--check-dir "$reference") training_check=(--check-dir "$reference")
+    elif ((reference_steps == seq)); then
+      if [ "$only" != pytorch-training ]; then
+        "$build/bin/lstm_reference" --load "$problem" --dump "$reference" >/dev/null
+        forward_check=(--check-dir "$reference")
+      fi
+      ((training_checked)) ||
+        echo "check: training gradients not checked for $what (the training reference is over the CPU reference's budget)"
+    else
+      echo "check: skipped for $what, forward and training ($flop FLOP: over the CPU reference's budget)"
     fi
-    echo "check: training gradients not checked for $what (the training reference is over the CPU reference's budget)"
-  else
-    echo "check: skipped for $what, forward and training ($flop FLOP: over the CPU reference's budget)"
-  fi
-  [ "$only" = pytorch-training ] || pytorch --load "$problem" "${forward_check[@]}"
-  pytorch --training --load "$problem" "${training_check[@]}"
+    [ "$only" = pytorch-training ] ||
+      pytorch --precision "$precision" --load "$problem" "${forward_check[@]}"
+    [ "$only" = pytorch-forward ] ||
+      pytorch --precision "$precision" --training --load "$problem" "${training_check[@]}"
+  done
 done <"$data/configs.txt"
 echo "bench: done; results in $dir"
