@@ -39,7 +39,10 @@ TRAINING_06_TESTS = "training_06_persistent|Training06"
 # issue 21: the re-sequenced persistent steps (their mutations: the block after stage 08's)
 FORWARD_09_TESTS = "forward_09_register_tiled"
 FORWARD_10_TESTS = "forward_10_chunked_staging"
-STAGE_13_TESTS = "forward_13_tensor_cores|TensorCores"
+# Stages 13 and 14 share one test source; each stage's tensor-core tests are named after it
+# (forward_13_tensor_cores.Shapes/..., tests/CMakeLists.txt), as are its runs in gpu_tests.
+STAGE_13_TESTS = "forward_13_tensor_cores"
+STAGE_14_TESTS = "forward_14_input_gemm_16bit"
 MUTATIONS = [
     ("gpu", "stage 00 swaps the f and g gates in the cell update", "stages/forward/00_naive/stage.cu",
      "cell_.data(), gates_[0].data(), gates_[1].data(), gates_[2].data()",
@@ -107,6 +110,15 @@ MUTATIONS = [
     ("gpu", "stage 13 adds only the first k slice's partial sums",
      "stages/forward/13_tensor_cores/kernel.cuh", "for (int s = 0; s < a.k_slices; ++s) {",
      "for (int s = 0; s < 1; ++s) {", "gpu", STAGE_13_TESTS),
+    # ---- forward stage 14 (the input GEMM in 16 bits): the same test source must catch each.
+    ("gpu", "stage 14 rounds only the first layer's input sequence: the layers above read a stale buffer",
+     "stages/forward/14_input_gemm_16bit/stage.cu",
+     "      round_to_16_bits(input_sequence, input_16_.data(),",
+     "      if (layer == 0) round_to_16_bits(input_sequence, input_16_.data(),", "gpu",
+     STAGE_14_TESTS),
+    ("gpu", "stage 14 rounds the first layer's W_ih for every layer",
+     "stages/forward/14_input_gemm_16bit/stage.cu", "round_to_16_bits(t.w_ih[layer], w_ih_16_.data(),",
+     "round_to_16_bits(t.w_ih[0], w_ih_16_.data(),", "gpu", STAGE_14_TESTS),
     ("gpu", "stage 11 adds only the first k slice's partial sums",
      "stages/forward/11_batch_groups/kernel.cuh", "for (int s = 0; s < a.k_slices; ++s) {",
      "for (int s = 0; s < 1; ++s) {", "gpu", STAGE_11_TESTS),

@@ -1,12 +1,15 @@
-// Stage 13 (forward/13_tensor_cores) on the GPU, in FP16 and in BF16, with its plan left to the
-// planner or pinned, so that every path of the tensor-core kernel runs: H not a multiple of 16
-// or 8 (k and the unit rows padded with zeros), I != H, L = 3, B = 1 (one mma column of eight
-// used), B = 3, B = 130 (batch groups), several chunks of h with a short last chunk, batch slices,
-// the 8-, 16- and 32-column warp tiles, k slices that get no k tile. The data are rounded to the
-// precision first, as the harness does (core/quantize.h); each case is checked against the CPU
-// reference with the precision's bounds, must repeat bit for bit, and prints its measured errors
-// ([ MEASURED ]). A too-large H is refused before anything runs, saying what fits. Skipped
-// without a GPU.
+// A tensor-core stage on the GPU (forward/13_tensor_cores, forward/14_input_gemm_16bit: this
+// source is compiled once per stage, in the stage's namespace beside its headers, with
+// LSTM_STAGE_DISPLAY_NAME naming it; tests/CMakeLists.txt), in FP16 and in BF16, with its plan
+// left to the planner or pinned, so that every path of the tensor-core kernel runs: H not a
+// multiple of 16 or 8 (k and the unit rows padded with zeros), I != H, L = 3 and 4 (the layers
+// above the first read h of the layer below, which stage 14 rounds to 16 bits), B = 1 (one mma
+// column of eight used), B = 3, B = 20, B = 130 (batch groups), several chunks of h with a short
+// last chunk, batch slices, the 8-, 16- and 32-column warp tiles, k slices that get no k tile.
+// The data are rounded to the precision first, as the harness does (core/quantize.h); each case
+// is checked against the CPU reference with the precision's bounds, must repeat bit for bit, and
+// prints its measured errors ([ MEASURED ]). A too-large H is refused before anything runs,
+// saying what fits. Skipped without a GPU.
 #include <gtest/gtest.h>
 
 #include <iostream>
@@ -20,7 +23,7 @@
 #include "harness/stage_main.h"
 #include "plan.h"
 
-namespace lstm::LSTM_STAGE_NAMESPACE {  // stage 13's, as its build names it
+namespace lstm::LSTM_STAGE_NAMESPACE {  // the stage's, as its build names it
 
 std::unique_ptr<Stage> make();       // FP16 (stage.cu)
 std::unique_ptr<Stage> make_bf16();  // BF16 (stage.cu)
@@ -37,6 +40,7 @@ const std::vector<Case>& cases() {
   static const std::vector<Case> list = {
       {"B1", ProblemSize{64, 64, 1, 9, 2}, ""},
       {"B3_odd_H_I_ne_H_L3", ProblemSize{37, 19, 3, 7, 3}, ""},
+      {"L4_H_gt_I_B20", ProblemSize{96, 40, 20, 6, 4}, ""},
       {"B130_groups", ProblemSize{130, 50, 130, 5, 2}, ""},
       {"H1", ProblemSize{1, 3, 2, 4, 2}, ""},
       {"T1", ProblemSize{50, 30, 5, 1, 1}, ""},
@@ -71,7 +75,7 @@ TEST_P(TensorCores, MatchesTheCpuReferenceWithinThePrecisionsBoundsAndRepeats) {
   ASSERT_EQ(precision_name(stage->precision()), precision);
   LstmParams params = generate_params(c.size, 7);
   quantize_problem(stage->precision(), params);  // as run_stages does
-  const std::string name = std::string("forward/13_tensor_cores ") + precision + " " + c.label;
+  const std::string name = std::string(LSTM_STAGE_DISPLAY_NAME " ") + precision + " " + c.label;
   const auto outputs = testing::run_twice(*stage, params, name);
   ASSERT_FALSE(outputs.empty());
   const CheckReport report = testing::check_against_reference(*stage, params, outputs);
