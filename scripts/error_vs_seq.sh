@@ -17,7 +17,7 @@ out=${1:-results/local/error_vs_seq.jsonl}
 bin=${BUILD_DIR:-build}/bin
 mkdir -p "$(dirname "$out")"
 fp32_stage=lstm_forward_12_small_batch_registers
-reduced_stage=lstm_forward_13_tensor_cores
+reduced_stage=lstm_forward_16_graph_of_a_pass
 for exe in $fp32_stage $reduced_stage lstm_cudnn; do
   [ -x "$bin/$exe" ] || { echo "error_vs_seq: $bin/$exe is not built" >&2; exit 1; }
 done

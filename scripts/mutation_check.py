@@ -43,6 +43,8 @@ FORWARD_10_TESTS = "forward_10_chunked_staging"
 # (forward_13_tensor_cores.Shapes/..., tests/CMakeLists.txt), as are its runs in gpu_tests.
 STAGE_13_TESTS = "forward_13_tensor_cores"
 STAGE_14_TESTS = "forward_14_input_gemm_16bit"
+STAGE_15_TESTS = "forward_15_published_h_16bit"
+STAGE_16_TESTS = "forward_16_graph_of_a_pass"
 MUTATIONS = [
     ("gpu", "stage 00 swaps the f and g gates in the cell update", "stages/forward/00_naive/stage.cu",
      "cell_.data(), gates_[0].data(), gates_[1].data(), gates_[2].data()",
@@ -119,6 +121,20 @@ MUTATIONS = [
     ("gpu", "stage 14 rounds the first layer's W_ih for every layer",
      "stages/forward/14_input_gemm_16bit/stage.cu", "round_to_16_bits(t.w_ih[layer], w_ih_16_.data(),",
      "round_to_16_bits(t.w_ih[0], w_ih_16_.data(),", "gpu", STAGE_14_TESTS),
+    # ---- forward stage 15 (h published in 16 bits) and 16 (the pass as one CUDA graph).
+    ("gpu", "stage 15 stages the low half of each word twice: columns 1 and 3 read columns 0 and 2",
+     "stages/forward/15_published_h_16bit/kernel.cuh", "          at[2] = staged[r].x >> 16;",
+     "          at[2] = staged[r].x & 0xFFFFu;", "gpu", STAGE_15_TESTS),
+    ("gpu", "stage 15 publishes zeros as h0 (slot 0)",
+     "stages/forward/15_published_h_16bit/primitives.cuh",
+     "(b < group_batch && row < batch_end) ? h0[", "(false) ? h0[", "gpu", STAGE_15_TESTS),
+    ("gpu", "stage 15 takes only the low word of a staged load as the sentinel check",
+     "stages/forward/15_published_h_16bit/primitives.cuh",
+     "  return (v.x & 0xFFFFu) == kUnpublished16 || (v.x >> 16) == kUnpublished16 ||\n         (v.y & 0xFFFFu) == kUnpublished16 || (v.y >> 16) == kUnpublished16;",
+     "  return (v.x & 0xFFFFu) == kUnpublished16;", "gpu", STAGE_15_TESTS),
+    ("gpu", "stage 16 keeps launching the graph recorded with the first tensors it saw",
+     "stages/forward/16_graph_of_a_pass/stage.cu",
+     "    if (!same_tensors(t, captured_)) capture(t);", "", "gpu", STAGE_16_TESTS),
     ("gpu", "stage 11 adds only the first k slice's partial sums",
      "stages/forward/11_batch_groups/kernel.cuh", "for (int s = 0; s < a.k_slices; ++s) {",
      "for (int s = 0; s < 1; ++s) {", "gpu", STAGE_11_TESTS),

@@ -115,6 +115,26 @@ TEST(TensorCoresLimits, TooLargeHiddenIsRefusedBeforeLaunchSayingWhatFits) {
   std::cout << "[ LIMIT ] largest H that fits at B = 1: " << largest << "\n";
 }
 
+// A pass may come with other tensors than the ones prepare() saw (same size): it must read and
+// write those. (A stage that records its pass as a CUDA graph must record it again.)
+TEST(TensorCoresTensors, APassWithOtherTensorsThanPreparedUsesThem) {
+  SKIP_WITHOUT_GPU();
+  const ProblemSize size{40, 24, 3, 5, 2};
+  std::unique_ptr<Stage> stage = make();
+  LstmParams prepared_params = generate_params(size, 11), other_params = generate_params(size, 12);
+  quantize_problem(stage->precision(), prepared_params);
+  quantize_problem(stage->precision(), other_params);
+  DeviceProblem prepared(prepared_params), other(other_params);
+  ASSERT_EQ(prepare_stage(*stage, prepared), "");
+  cudaStream_t stream;
+  CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  run_for_check(*stage, prepared, stream);
+  const std::vector<OutputTensor> outputs = run_for_check(*stage, other, stream);
+  CUDA_CHECK(cudaStreamDestroy(stream));
+  const CheckReport report = testing::check_against_reference(*stage, other_params, outputs);
+  EXPECT_TRUE(report.passed()) << report.describe();
+}
+
 TEST(TensorCoresFlags, PrecisionFlagChoosesTheType) {
   std::unique_ptr<Stage> stage = make();
   EXPECT_EQ(stage->precision(), Precision::kFp16);
