@@ -1,13 +1,14 @@
 #!/usr/bin/env python3
 """Draws the figures and rewrites the generated README sections from results/<gpu>/.
 
-Reads each results/<gpu>/ with a bench.json: bench.json, bench_training.json (Google Benchmark
-JSON from build/bin/lstm_bench), pytorch.jsonl (baselines/pytorch/lstm_pytorch.py) and
-canonical.jsonl (checked runs: the check a stage section quotes). Only "iteration" entries are
-read, grouped by run_name (--benchmark_repetitions=N gives N): a time is the MEDIAN of the
-repetitions' median_ms; error bars span their min to max. Stages come from the data. Writes the
-FIGURES into <gpu>/plots/ (OUT/<gpu>/ with --out) and, unless --no-readmes, the sections of
-readme_sections() from --readme-gpu. Bad input writes nothing and exits 1.
+Reads each results/<gpu>/ with a bench.json: bench.json, bench_training.json (Google Benchmark JSON
+from build/bin/lstm_bench), pytorch.jsonl (baselines/pytorch/lstm_pytorch.py), canonical.jsonl
+(checked runs: the check a stage section quotes) and error_vs_seq.jsonl (scripts/error_vs_seq.sh:
+y's error against T; optional, like all but bench.json). Only "iteration" entries are read, grouped
+by run_name (--benchmark_repetitions=N gives N): a time is the MEDIAN of the repetitions'
+median_ms; error bars span their min to max. Stages come from the data. Writes the FIGURES into
+<gpu>/plots/ (OUT/<gpu>/ with --out) and, unless --no-readmes, the sections of readme_sections()
+from --readme-gpu. Bad input writes nothing and exits 1.
 """
 import argparse
 import json
@@ -29,6 +30,7 @@ PYTORCH = "pytorch"
 SIZES = ("hidden", "input_size", "batch", "seq_len", "layers")
 NAME = re.compile(r"(?P<impl>.+?)/(?P<group>[a-z_]+)/H:(\d+)/I:(\d+)/B:(\d+)/T:(\d+)/L:(\d+)\b")
 STAGE = re.compile(r"(?P<series>[a-z0-9_]+)/(?P<number>\d\d)_[a-z0-9_]+")
+RANK = {"fp32": 0, "fp16": 1, "bf16": 2}  # the precisions' order in a figure or table
 FIRST_PERSISTENT = 7  # the forward stages numbered 07 and up are the persistent ones
 TABLE_POINTS = ((512, 1), (1024, 4))  # (H, B): the persistent table's batch-sweep columns
 DPI = 110
@@ -65,6 +67,7 @@ class Run:
     us = property(lambda self: self.med("us_per_step_layer"))
     H = property(lambda self: self.shape[0])
     B = property(lambda self: self.shape[2])
+    T = property(lambda self: self.shape[3])
 
 @dataclass
 class Results:  # everything read from one results/<gpu>/ folder
@@ -73,6 +76,7 @@ class Results:  # everything read from one results/<gpu>/ folder
     other: dict = field(default_factory=dict)  # fp32_fma_peak, grid_sync/blocks:N -> Run
     context: dict = field(default_factory=dict)  # bench file -> its "context"
     checks: dict = field(default_factory=dict)  # (stage, kind, precision, shape) -> [status..]
+    errors: list = field(default_factory=list)  # Run per error_vs_seq.jsonl record: y's error
     torch: str = "?"
 
 def rel(path):  # relative to the repository where inside it
@@ -150,12 +154,28 @@ def read_checks(path, res):  # canonical.jsonl: the latest check of each stage a
         key = (rec.get("stage"), rec.get("kind", "forward"), rec.get("precision", "fp32"), shape)
         res.checks[key] = [status] + list(check.get("not_checked") or [])
 
+def read_errors(path, res):  # error_vs_seq.jsonl: y's error; the last record of each point
+    runs = {}
+    for line, rec in read_json(path, lines=True):
+        where, check = f"{path}:{line}", rec.get("check")
+        y = check.get("tensors") if isinstance(check, dict) else None
+        y = y.get("y") if isinstance(y, dict) else None
+        if not isinstance(rec.get("stage"), str) or rec.get("precision") not in RANK:
+            raise InputError(f"{where}: no 'stage', or 'precision' not one of {', '.join(RANK)}")
+        key = (rec["stage"], rec["precision"], tuple(int(number(rec, k, where)) for k in SIZES))
+        y_where = f"{where}: check.tensors.y"
+        runs[key] = Run(key[0], "error_vs_seq", key[2], rec.get("kind", "forward"), key[1], path, [{
+            "y": number(y, "relative_norm", y_where), "passed": check.get("passed") is True,
+            "bound": number(y.get("bound"), "relative_norm", y_where + ".bound")}])
+        res.context[path] = rec.get("env") or {}
+    res.errors += runs.values()
+
 def load(folder):
     """Reads one results/<gpu>/ folder (bench.json required)."""
     res = Results(Path(folder))
     for name, read in (("bench.json", read_bench), ("bench_training.json", read_bench),
                        ("bench_reduced.json", read_bench), ("pytorch.jsonl", read_pytorch),
-                       ("canonical.jsonl", read_checks)):
+                       ("canonical.jsonl", read_checks), ("error_vs_seq.jsonl", read_errors)):
         if name == "bench.json" or (res.folder / name).is_file():
             read(res.folder / name, res)
     return res
@@ -227,16 +247,18 @@ def step_unit(runs):
 def ratio(a, b):
     return f"{a / b:.2f}×" if a and b else "–"
 
+def origin(res, runs):  # 'From `file` (commit c, date) on the GPU': where `runs` come from
+    files = [f"`{rel(source)}` (commit {ctx.get('git_commit', '?')}, "
+             f"{str(ctx.get('date_utc', ctx.get('date', '?')))[:10]})" for source, ctx in
+             ((s, res.context[s]) for s in sorted({r.source for r in runs}))]
+    gpu = next((c["gpu"] for c in res.context.values() if c.get("gpu")), "?")
+    return f"From {' and '.join(files)} on the {gpu}"
+
 def provenance(res, runs):
     """The one line under a table or figure: the files, commit, date, GPU, repetitions."""
-    bench, files = [r for r in runs if r.impl != PYTORCH], []
-    for source in sorted({r.source for r in bench}):
-        ctx = res.context[source]
-        files.append(f"`{rel(source)}` (commit {ctx.get('git_commit', '?')}, "
-                     f"{str(ctx.get('date_utc', ctx.get('date', '?')))[:10]})")
-    gpu = next((c["gpu"] for c in res.context.values() if c.get("gpu")), "?")
+    bench = [r for r in runs if r.impl != PYTORCH]
     n = sorted({len(r.reps) for r in bench if r.reps}) or [0]
-    text = (f"From {' and '.join(files)} on the {gpu}, median of "
+    text = (f"{origin(res, bench)}, median of "
             f"{'–'.join(map(str, sorted({n[0], n[-1]})))} repetition{'s' * (n != [1])}")
     text += "; cuDNN from the same run" if any(is_cudnn(r.impl) for r in bench) else ""
     pytorch = [r.source for r in runs if r.impl == PYTORCH]
@@ -259,11 +281,11 @@ def style(res, impl):
     i = stages_of(res.runs, series(impl)).index(impl)
     return dict(color=PALETTE[i % len(PALETTE)], marker=MARKERS[i % len(MARKERS)], markersize=5)
 
-def new_figure(res, runs, title, size):
+def new_figure(res, runs, title, size, note=None):  # note: the line under it, if not provenance
     fig = Figure(figsize=size, dpi=DPI, layout="constrained")
     fig.suptitle(title, fontsize=12)
-    fig.supxlabel(textwrap.fill(provenance(res, runs).replace("`", "") + " Error bars, where "
-                                "drawn: their min to max.", int(size[0] * 16)),
+    fig.supxlabel(textwrap.fill((note or provenance(res, runs) + " Error bars, where drawn: "
+                                 "their min to max.").replace("`", ""), int(size[0] * 16)),
                   fontsize=7.5, color="#555555", x=0.01, ha="left")
     return fig
 
@@ -456,9 +478,46 @@ def figure_fp32_fraction(res):
            ylim=(0, max(100 * s[2] / peak for s in shares) * 1.2))
     return fig
 
+def error_lines(res):  # {'forward/13_tensor_cores FP16': its runs by T, ...}, and all runs
+    if not res.errors:
+        raise MissingData(f"no error_vs_seq.jsonl in {rel(res.folder)}")
+    lines = {}
+    for r in sorted(res.errors, key=lambda r: (RANK[r.precision], is_cudnn(r.impl), r.impl, r.T)):
+        name = display(r.impl).removesuffix("_" + r.precision)
+        lines.setdefault(f"{name} {r.precision.upper()}", []).append(r)
+    return lines, sum(lines.values(), [])
+def error_note(res, runs):
+    return (f"{origin(res, runs)}: one checked run per point ({fixed_sizes(runs)}); y's relative-"
+            "norm error against the FP64 CPU reference on the same inputs (in FP16 and BF16 "
+            "rounded to 16 bits).")
+
+def figure_error_vs_seq(res):
+    lines, runs = error_lines(res)
+    fig = new_figure(res, runs, "Error of y against the FP64 reference versus the sequence length "
+                     f"T ({fixed_sizes(runs)})", (10, 5.6), error_note(res, runs))
+    ax = fig.subplots()
+    for label, group in lines.items():  # one colour per precision; cuDNN dashed, hollow squares
+        cudnn, color = is_cudnn(group[0].impl), PALETTE[RANK[group[0].precision]]
+        ax.plot([r.T for r in group], [r.med("y") for r in group], label=label, color=color,
+                linestyle="--" if cudnn else "-", marker="s" if cudnn else "o",
+                markersize=8 if cudnn else 6, mfc="white" if cudnn else color)
+    for r in {(r.precision, r.med("bound")): r for r in runs}.values():
+        ax.axhline(r.med("bound"), color=PALETTE[RANK[r.precision]], linestyle=":", linewidth=1,
+                   label=f"the check's bound, {r.precision.upper()}")
+    if failed := [r for r in runs if not r.med("passed")]:
+        ax.scatter([r.T for r in failed], [r.med("y") for r in failed], s=250, linewidths=2,
+                   facecolors="none", edgecolors="red", label="check FAILED", zorder=5)
+    ax.set(xscale="log", yscale="log", xlabel="sequence length T",
+           ylabel="relative norm of y's error (lower is better)")
+    ax.set_xticks(*zip(*((v, f"{v:g}") for v in sorted({r.T for r in runs}))))
+    ax.grid(alpha=0.3)
+    fig.legend(loc="outside right center", fontsize=8.5)
+    return fig
+
 FIGURES = {f"{name}.png": globals()[f"figure_{name}"] for name in (  # name.png: figure_name()
     "canonical", "batch_sweep", "persistent", "persistent_steps", "hidden_sweep",
-    "fp32_fraction", "training_canonical", "training_sweeps", "training_persistent")}
+    "fp32_fraction", "training_canonical", "training_sweeps", "training_persistent",
+    "error_vs_seq")}
 
 # --- Tables and paragraphs (README.md, stages/*/*/README.md, the notebook) -------------------
 
@@ -581,6 +640,15 @@ def barrier_table(res):  # the grid-wide barrier's cost per block count (grid_sy
         provenance(res, barriers.values())[:-1] + "; each repetition 10,000 barriers of "
         "`cooperative_groups::this_grid().sync()`, 128 threads a block.")
 
+def error_table(res):  # y's error per T (rows) and implementation and precision (columns)
+    if not res.errors:
+        return f"Not measured yet: no error_vs_seq.jsonl in {rel(res.folder)}."
+    (lines, runs), value = error_lines(res), lambda r: f"{r.med('y'):.1e}" + (
+        " (check FAILED)" * (not r.med("passed")))  # 2 significant digits
+    at = {(label, r.T): r for label, group in lines.items() for r in group}
+    return markdown(["T", *lines], [[str(t)] + [cell(at.get((label, t)), value) for label in lines]
+                                    for t in sorted({r.T for r in runs})], error_note(res, runs))
+
 # --- README sections and the command line ----------------------------------------------------
 
 def readme_sections(res, root):
@@ -601,6 +669,7 @@ def readme_sections(res, root):
         sections[(path, "stage-result")] = stage_paragraph(res, stage)
         sections[(path, "stage-batch-sweep")] = stage_batch_sweep(res, stage)
         sections[(path, "grid-barrier")] = barrier_table(res)
+        sections[(path, "error-vs-seq")] = error_table(res)
     return sections
 
 def replace_sections(sections):

@@ -193,6 +193,9 @@ between
 <!-- grid-barrier:begin -->
 OLD
 <!-- grid-barrier:end -->
+<!-- error-vs-seq:begin -->
+OLD
+<!-- error-vs-seq:end -->
 end
 """
 
@@ -221,6 +224,7 @@ class Readmes(Case):
         self.assertTrue(text.startswith("# stage\n") and text.endswith("-->\nend\n"))
         self.assertIn(mp.stage_paragraph(self.res, "forward/07_persistent_barrier"), text)
         self.assertIn(mp.barrier_table(self.res), text)
+        self.assertIn("<!-- error-vs-seq:begin -->\n" + mp.error_table(self.res) + "\n<!--", text)
 
     def test_the_committed_readmes_are_what_the_committed_results_make(self):
         res = mp.load(ROOT / "results" / "h100-sxm")
@@ -272,6 +276,16 @@ class BadInput(Case):
         (folder / "bench.json").write_text(json.dumps(doc))
         self.assert_refused(self.run_on_copy(), entry["run_name"], "'median_ms' is missing")
 
+    def test_an_error_record_without_y_s_error(self):
+        folder = self.copy_fixture()
+        lines = (folder / "error_vs_seq.jsonl").read_text().splitlines()
+        record = json.loads(lines[2])
+        del record["check"]["tensors"]["y"]["relative_norm"]
+        lines[2] = json.dumps(record)
+        (folder / "error_vs_seq.jsonl").write_text("\n".join(lines) + "\n")
+        self.assert_refused(self.run_on_copy(), "error_vs_seq.jsonl:3: check.tensors.y: "
+                            "'relative_norm' is missing")
+
     def test_a_missing_readme_folder(self):
         self.copy_fixture()
         result = run_script("--results", self.tmp / "results", "--readme-gpu", "other",
@@ -287,7 +301,7 @@ class Figures(Case):
             path = self.tmp / "synthetic-gpu" / name
             self.assertTrue(path.is_file() and path.stat().st_size > 10_000, name)
             self.assertIn(f"wrote {path}", result.stdout)
-        self.assertEqual(len(mp.FIGURES), 9)
+        self.assertEqual(len(mp.FIGURES), 10)
 
     def test_the_fixture_is_what_its_generator_writes(self):
         subprocess.run([sys.executable, str(HERE / "testdata" / "make_synthetic.py"), self.tmp],
@@ -295,6 +309,84 @@ class Figures(Case):
         for path in GPU.iterdir():
             self.assertEqual((self.tmp / "synthetic-gpu" / path.name).read_text(),
                              path.read_text(), f"{path}: run plots/testdata/make_synthetic.py")
+
+
+def error_records(folder=GPU):
+    """{(stage, precision, T): y's relative norm} of error_vs_seq.jsonl's records: the last
+    record of each point counts (the fixture's first one is stale)."""
+    lines = (folder / "error_vs_seq.jsonl").read_text().splitlines()
+    return {(r["stage"], r["precision"], r["seq_len"]): r["check"]["tensors"]["y"]["relative_norm"]
+            for r in map(json.loads, lines)}
+
+
+class ErrorVsSeq(Case):
+    LABELS = {"forward/09_register_tiled FP32": ("forward/09_register_tiled", "fp32"),
+              "cuDNN persist_static FP32": ("cudnn_persist_static", "fp32"),
+              "forward/11_half FP16": ("forward/11_half", "fp16"),
+              "cuDNN persist_static FP16": ("cudnn_persist_static_fp16", "fp16"),
+              "forward/11_half BF16": ("forward/11_half", "bf16"),
+              "cuDNN persist_static BF16": ("cudnn_persist_static_bf16", "bf16")}
+
+    def test_the_table_holds_the_last_record_of_each_point(self):
+        table, errors = mp.error_table(self.res), error_records()
+        self.assertEqual(header(table), ["T", *self.LABELS])  # by precision, the stage first
+        self.assertEqual([line.split("|")[1].strip() for line in table.splitlines()[2:5]],
+                         ["10", "100", "1000"])
+        for t in (10, 100, 1000):
+            self.assertEqual(row(table, str(t))[1:], [
+                f"{errors[(*key, t)]:.1e}" for key in self.LABELS.values()])
+        self.assertEqual(row(table, "10")[3], "3.3e-05")  # 3e-5 × 1.1, not the stale 0.999
+        self.assertNotIn("FAILED", table)
+        self.assertTrue(table.endswith("on the SYNTHETIC GPU (not a measurement): one checked run "
+                                       "per point (H=512, B=8, L=1, I=H); y's relative-norm error "
+                                       "against the FP64 CPU reference on the same inputs (in "
+                                       "FP16 and BF16 rounded to 16 bits)."), table)
+
+    def test_the_figure_draws_a_line_per_implementation_and_precision(self):
+        fig, errors = mp.figure_error_vs_seq(self.res), error_records()
+        lines = {line.get_label(): line for line in fig.axes[0].get_lines()}
+        for label, key in self.LABELS.items():
+            self.assertEqual(list(lines[label].get_xdata()), [10, 100, 1000])
+            self.assertEqual(list(lines[label].get_ydata()),
+                             [errors[(*key, t)] for t in (10, 100, 1000)])
+            self.assertEqual(lines[label].get_linestyle(), "--" if "cuDNN" in label else "-")
+            stage = next(s for s in self.LABELS if s.startswith("forward/")
+                         and s.endswith(label[-5:]))  # the stage of the same precision
+            self.assertEqual(lines[label].get_color(), lines[stage].get_color())
+        colors = {lines[label].get_color() for label in self.LABELS}
+        self.assertEqual(len(colors), 3)  # one per precision
+        self.assertEqual((fig.axes[0].get_xscale(), fig.axes[0].get_yscale()), ("log", "log"))
+        self.assertEqual(len(fig.axes[0].collections), 0)  # no failed check to mark
+
+    def test_a_failed_check_is_marked_not_hidden(self):
+        folder = self.copy_fixture()
+        lines = (folder / "error_vs_seq.jsonl").read_text().splitlines()
+        index = next(i for i, line in enumerate(lines) if '"seq_len": 100' in line
+                     and '"cudnn_persist_static_bf16"' in line)
+        record = json.loads(lines[index])
+        record["check"]["passed"] = False
+        lines[index] = json.dumps(record)
+        (folder / "error_vs_seq.jsonl").write_text("\n".join(lines) + "\n")
+        res, error = mp.load(folder), error_records(folder)[("cudnn_persist_static_bf16", "bf16",
+                                                              100)]
+        self.assertEqual(row(mp.error_table(res), "100")[6], f"{error:.1e} (check FAILED)")
+        other = error_records()[("cudnn_persist_static_bf16", "bf16", 1000)]
+        self.assertEqual(row(mp.error_table(res), "1000")[6], f"{other:.1e}")  # not marked
+        marks = mp.figure_error_vs_seq(res).axes[0].collections
+        self.assertEqual([m.get_label() for m in marks], ["check FAILED"])
+        self.assertEqual(marks[0].get_offsets().tolist(), [[100, error]])
+
+    def test_the_figure_is_drawn_only_where_the_file_is(self):
+        folder = self.copy_fixture()
+        (folder / "error_vs_seq.jsonl").unlink()
+        result = run_script("--results", folder.parent, "--out", self.tmp / "out", "--no-readmes")
+        self.assertEqual(result.returncode, 0, result.stderr)
+        out = self.tmp / "out" / "synthetic-gpu"
+        self.assertFalse((out / "error_vs_seq.png").exists())
+        self.assertTrue((out / "canonical.png").is_file())
+        self.assertIn("error_vs_seq.png not drawn: no error_vs_seq.jsonl in ", result.stdout)
+        self.assertTrue(mp.error_table(mp.load(folder)).startswith(
+            "Not measured yet: no error_vs_seq.jsonl in "))
 
 
 if __name__ == "__main__":

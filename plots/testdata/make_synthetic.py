@@ -1,17 +1,20 @@
 #!/usr/bin/env python3
 """Writes SYNTHETIC results (made-up numbers, not measurements) for plots/test_plots.py and the
 notebook's synthetic test: plots/testdata/synthetic/synthetic-gpu/{bench.json,
-bench_training.json, pytorch.jsonl, canonical.jsonl}, in the current schema.
+bench_training.json, pytorch.jsonl, canonical.jsonl, error_vs_seq.jsonl}, in the current schema.
 
 Every benchmark has REPS repetitions, shuffled as --benchmark_enable_random_interleaving
 leaves them, whose median_ms are the model's time times SCALES (so the median is the model's
 time and differs from the first, the mean, the min and the max), plus "aggregate" entries
 whose numbers are wrong on purpose (a reader must skip them). forward/09_register_tiled and
 training/02_persistent refuse H = 1024 ('unsupported: ...'); forward/11_half is FP16.
+error_vs_seq.jsonl (scripts/error_vs_seq.sh's records) starts with a stale, failed record whose
+error is wrong on purpose: a later record of the same point replaces it.
 
 usage: plots/testdata/make_synthetic.py [OUT]   (default: plots/testdata/synthetic/)
 """
 import json
+import math
 import random
 import sys
 from pathlib import Path
@@ -33,6 +36,11 @@ TRAINING = {"training/00_naive": (400, 0.2, "fp32"), "training/02_persistent": (
             "cudnn_persist_static_training": (9, 0.3, "fp32"),
             "cudnn_persist_dynamic_training": (12, 0.4, "fp32"), "pytorch": (35, 0.45, "fp32")}
 REFUSES_1024 = ("forward/09_register_tiled", "training/02_persistent")
+# (implementation, precision): e, whose y's relative-norm error at T is e (1 + log10(T) / 10)
+ERRORS = {("forward/09_register_tiled", "fp32"): 3e-7, ("cudnn_persist_static", "fp32"): 4e-6,
+          ("forward/11_half", "fp16"): 3e-5, ("cudnn_persist_static_fp16", "fp16"): 2.5e-4,
+          ("forward/11_half", "bf16"): 2.4e-4, ("cudnn_persist_static_bf16", "bf16"): 2e-3}
+BOUNDS = {"fp32": 1e-5, "fp16": 1e-3, "bf16": 8e-3}  # relative norm; max-abs ten times that
 
 
 def model(impl, kind, h, b, layers, t=100):
@@ -96,6 +104,18 @@ def pytorch_records():
             yield record
 
 
+def error_records():
+    stale = ("forward/11_half", "fp16", 10, 0.999)  # replaced by the record of the same point
+    for impl, precision, t, error in [stale] + [(i, p, t, e * (1 + math.log10(t) / 10)) for t in
+                                                (10, 100, 1000) for (i, p), e in ERRORS.items()]:
+        passed = error <= BOUNDS[precision]
+        y = {"relative_norm": error, "max_absolute": error * 0.8, "passed": passed, "bound": {
+            "relative_norm": BOUNDS[precision], "max_absolute": BOUNDS[precision] * 10}}
+        yield {"stage": impl, "kind": "forward", "precision": precision, "hidden": 512,
+               "input_size": 512, "batch": 8, "seq_len": t, "layers": 1, "env": CONTEXT,
+               "check": {"performed": True, "passed": passed, "tensors": {"y": y}}}
+
+
 def main():
     out = Path(sys.argv[1] if len(sys.argv) > 1 else Path(__file__).parent / "synthetic")
     folder = out / "synthetic-gpu"
@@ -112,6 +132,8 @@ def main():
     (folder / "canonical.jsonl").write_text("".join(json.dumps(dict(
         c, precision="fp32", hidden=512, input_size=512, batch=64, seq_len=100, layers=4)) + "\n"
         for c in checks))
+    (folder / "error_vs_seq.jsonl").write_text("".join(json.dumps(r) + "\n"
+                                                       for r in error_records()))
     print(f"make_synthetic: wrote {folder}")
 
 
