@@ -45,6 +45,7 @@ STAGE_13_TESTS = "forward_13_tensor_cores"
 STAGE_14_TESTS = "forward_14_input_gemm_16bit"
 STAGE_15_TESTS = "forward_15_published_h_16bit"
 STAGE_16_TESTS = "forward_16_graph_of_a_pass"
+STAGE_17_TESTS = "forward_17_weights_prepared_once"
 MUTATIONS = [
     ("gpu", "stage 00 swaps the f and g gates in the cell update", "stages/forward/00_naive/stage.cu",
      "cell_.data(), gates_[0].data(), gates_[1].data(), gates_[2].data()",
@@ -137,6 +138,20 @@ MUTATIONS = [
      "stages/forward/16_graph_of_a_pass/stage.cu",
      "    if (!same_tensors(t, captured_)) capture(t);",
      "    if (false && !same_tensors(t, captured_)) capture(t);", "gpu", STAGE_16_TESTS),
+    # ---- forward stage 17 (the weights prepared once).
+    ("gpu", "stage 17 arranges each word's two k in the wrong order",
+     "stages/forward/17_weights_prepared_once/kernel.cuh",
+     "fragments[n] = pack_pair<Element>(real && k < H ? w_row[k] : 0.0f,",
+     "fragments[n] = pack_pair<Element>(real && k + 1 < H ? w_row[k + 1] : 0.0f,", "gpu",
+     STAGE_17_TESTS),
+    ("gpu", "stage 17's blocks all copy the first unit block's fragments",
+     "stages/forward/17_weights_prepared_once/kernel.cuh",
+     "a.w_fragments + static_cast<std::size_t>(unit_block) * block_words + i",
+     "a.w_fragments + i", "gpu", STAGE_17_TESTS),
+    ("gpu", "stage 17 keeps the weights it prepared first when a pass brings other tensors",
+     "stages/forward/17_weights_prepared_once/stage.cu",
+     "      prepare_weights(t, stream);       // after the passes already on `stream`\n", "", "gpu",
+     STAGE_17_TESTS),
     ("gpu", "stage 11 adds only the first k slice's partial sums",
      "stages/forward/11_batch_groups/kernel.cuh", "for (int s = 0; s < a.k_slices; ++s) {",
      "for (int s = 0; s < 1; ++s) {", "gpu", STAGE_11_TESTS),
