@@ -18,6 +18,7 @@ import statistics
 import sys
 import textwrap
 from dataclasses import dataclass, field
+from itertools import groupby
 from pathlib import Path
 
 from matplotlib import colormaps
@@ -32,6 +33,7 @@ NAME = re.compile(r"(?P<impl>.+?)/(?P<group>[a-z_]+)/H:(\d+)/I:(\d+)/B:(\d+)/T:(
 STAGE = re.compile(r"(?P<series>[a-z0-9_]+)/(?P<number>\d\d)_[a-z0-9_]+")
 RANK = {"fp32": 0, "fp16": 1, "bf16": 2}  # the precisions' order in a figure or table
 FIRST_PERSISTENT = 7  # the forward stages numbered 07 and up are the persistent ones
+SWEEP_LAST = 4  # batch_sweep, hidden_sweep: the last 4 stages of each precision (sweep_stages())
 TABLE_POINTS = ((512, 1), (1024, 4))  # (H, B): the persistent table's batch-sweep columns
 DPI = 110
 
@@ -267,25 +269,22 @@ def provenance(res, runs):
 # --- Figures: each takes a Results and returns a Figure, or raises MissingData ---------------
 
 BAR, BACKWARD, PYTORCH_COLOR = "#4878a8", "#dd8452", "tab:red"
-PALETTE = [colormaps[name].colors[i] for name, skip in (("tab10", (3, 7)), ("Dark2", (7,)))
-           for i in range(8 if name == "Dark2" else 10) if i not in skip]  # no red, no grey
+PALETTE = [c for i, c in enumerate(colormaps["tab10"].colors) if i not in (3, 7)]  # no red, grey
 MARKERS = ("o", "s", "^", "v", "D", "P", "X", "*", "h", "<", ">", "p")
-CUDNN_STYLE = dict(zip(CUDNN, (("black", "s"), ("dimgray", "^"), ("darkgray", "D"))))
+CUDNN_MARKER = dict(zip(CUDNN, "s^D"))  # which algorithm is cuDNN's fastest at a point
 
-def style(res, impl):
-    """A stage: colour and marker by its place in its series; cuDNN grey, PyTorch red."""
-    if impl == PYTORCH or is_cudnn(impl):
-        color, marker = ((PYTORCH_COLOR, "x") if impl == PYTORCH else
-                         CUDNN_STYLE.get(algorithm(impl), ("silver", "o")))
-        return dict(color=color, marker=marker, linestyle=":" if impl == PYTORCH else "--")
-    i = stages_of(res.runs, series(impl)).index(impl)
-    return dict(color=PALETTE[i % len(PALETTE)], marker=MARKERS[i % len(MARKERS)], markersize=5)
+def style(line, i, precision):  # a panel's i-th line: cuDNN's fastest, PyTorch or a stage
+    if line == "cuDNN":
+        return dict(color="black", linestyle="--", label=f"cuDNN fastest {precision.upper()}")
+    return dict(color=PYTORCH_COLOR, marker="x", linestyle=":", label=display(line)) if (
+        line == PYTORCH) else dict(color=PALETTE[i % len(PALETTE)], label=display(line),
+                                   marker=MARKERS[i % len(MARKERS)], markersize=5)
 
-def new_figure(res, runs, title, size, note=None):  # note: the line under it, if not provenance
+def new_figure(res, runs, title, size, note=None, lead=""):  # note, if not provenance; lead
     fig = Figure(figsize=size, dpi=DPI, layout="constrained")
     fig.suptitle(title, fontsize=12)
-    fig.supxlabel(textwrap.fill((note or provenance(res, runs) + " Error bars, where drawn: "
-                                 "their min to max.").replace("`", ""), int(size[0] * 16)),
+    fig.supxlabel("\n".join(textwrap.fill(t.replace("`", ""), int(size[0] * 16)) for t in (
+        lead, note or provenance(res, runs) + " Error bars, where drawn: their min to max.") if t),
                   fontsize=7.5, color="#555555", x=0.01, ha="left")
     return fig
 
@@ -298,57 +297,114 @@ def errorbar(ax, xs, runs, key, **kw):
     return ax.errorbar(xs, ys, yerr=[[y - v for y, v in zip(ys, low)],
                                      [v - y for y, v in zip(ys, high)]], capsize=2, **kw)
 
-def sweep_figure(res, panels, title, extra=None):
-    """µs per step, log-log: a panel per (title, runs, x, x label), a line per implementation
-    and precision, refused points named below, then extra(ax, runs); same x label, same y."""
-    fig = new_figure(res, [r for p in panels for r in p[1]], title, (3.4 + 4.3 * len(panels), 5.6))
-    axes, firsts, handles = fig.subplots(1, len(panels), squeeze=False)[0], {}, {}
-    for ax, (name, panel, x, xlabel) in zip(axes, panels):
-        first = firsts.setdefault(xlabel, ax)
-        if first is not ax:
-            ax.sharey(first)
-        lines = {}
-        for r in sorted(panel, key=x):  # stable: in rows() order at each x
-            lines.setdefault((r.impl, r.precision), []).append(r)
-        refused = "; ".join(f"{display(i)} at {xlabel[-1]}={', '.join(f'{x(r):g}' for r in bad)}"
-                            for (i, _), rs in lines.items() if (bad := [r for r in rs if r.error]))
-        ax.set(title=name, xscale="log", yscale="log", xlabel=xlabel + (
-            "\n" + textwrap.fill(f"not supported: {refused}", 60) if refused else ""),
-            ylabel=f"{step_unit(panel)} (lower is better)" if first is ax else "")
-        for (impl, precision), group in lines.items():
-            if ok := [r for r in group if not r.error]:
-                errorbar(ax, [x(r) for r in ok], ok, "us_per_step_layer", **style(res, impl),
-                         label=display(impl) + f" ({precision.upper()})" * (precision != "fp32"))
-        if extra:
-            extra(ax, panel)
-        ax.set_xticks(*zip(*((v, f"{v:g}") for v in sorted({x(r) for r in panel}))))
-        ax.minorticks_off()
-        ax.yaxis.set_major_locator(LogLocator(subs=(1, 2, 5)))
-        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
-        ax.grid(alpha=0.3)
-        handles.update({k: v for v, k in zip(*ax.get_legend_handles_labels()) if k not in handles})
-    for ax in axes:  # errorbar()'s data limits are wrong on log axes; its lines' are right
+def sweep_stages(runs, last=SWEEP_LAST, earlier=True):
+    """{(stage, precision)} that a sweep draws: each precision's `last` stages and its fastest
+    earlier one (geometric mean over the points where no earlier one was refused)."""
+    shown = set()
+    for p in {r.precision for r in runs}:
+        mine = [r for r in runs if r.precision == p and is_stage(r.impl)]
+        names = sorted({r.impl for r in mine}, key=stage_number)
+        shown |= {(n, p) for n in names[-last:]}
+        if earlier and (older := names[:-last]):
+            fine = {r.shape for r in mine} - {r.shape for r in mine if r.error and r.impl in older}
+            shown.add((min(older, key=lambda n: statistics.geometric_mean(
+                [r.us for r in mine if r.impl == n and r.shape in fine] or [math.inf])), p))
+    return shown
+
+def refusals(panels):
+    """What the bench refused, a sentence per place and reason: 'Not supported at H=2048 (why):
+    forward 09-16, cuDNN persist_static.', naming precisions where not all of them are refused."""
+    said, every = {}, {r.precision for p in panels for r in p[1]}
+    for name, panel, x, xlabel in panels:
+        bad = {}  # an implementation (a stage's FP16 and BF16 twins as one) -> its refused runs
+        for r in (r for r in panel if r.error):
+            bad.setdefault(display(r.impl).removesuffix("_" + r.precision), []).append(r)
+        for impl, runs in bad.items():
+            where = f"{xlabel[-1]}={', '.join(f'{v:g}' for v in sorted({x(r) for r in runs}))}"
+            why, ps = runs[0].error.removeprefix("unsupported: ").split(": ")[0], {
+                r.precision for r in runs}
+            said.setdefault((", ".join(filter(None, (name, where))), why), []).append(
+                impl if is_stage(impl) or ps == every else
+                f"{impl} in {', '.join(p.upper() for p in RANK if p in ps)}")
+    return " ".join(f"Not supported at {where} ({why}): {spans(names)}."
+                    for (where, why), names in said.items())
+
+def spans(names):  # [forward/09_a, forward/10_b, forward/11_c, cuDNN x]: 'forward 09-11, cuDNN x'
+    n = sorted({stage_number(s) for s in names if is_stage(s)})
+    stages = (f"{n[0]:02d}-{n[-1]:02d}" if len(n) > 1 and n[-1] - n[0] == len(n) - 1 else
+              ", ".join(f"{v:02d}" for v in n))
+    return ", ".join([f"{series(max(names, key=is_stage))} {stages}"] * bool(n)
+                     + [s for s in names if not is_stage(s)])
+
+def sweep_figure(res, panels, title, lead=""):
+    """µs per step, log-log: a row per precision, in it a panel per (title, runs, x, x label)
+    with a line per stage, PyTorch and cuDNN's fastest algorithm at each point (its marker
+    there); what was refused named under it; same x label, same y."""
+    runs = [r for p in panels for r in p[1]]
+    precisions = sorted({r.precision for r in runs}, key=RANK.get)
+    fig = new_figure(res, runs, title, (5.6 + 4.3 * len(panels), 2 + 3.3 * len(precisions)),
+                     lead=" ".join(filter(None, (lead, refusals(panels)))))
+    grid, firsts = fig.subplots(len(precisions), len(panels), squeeze=False), {}
+    for row, precision in zip(grid, precisions):
+        handles = {}
+        for ax, (name, panel, x, xlabel) in zip(row, panels):
+            if (first := firsts.setdefault(xlabel, ax)) is not ax:
+                ax.sharey(first)
+            lines = {}  # in rows() order: the stages, cuDNN, PyTorch
+            for r in sorted((r for r in panel if r.precision == precision), key=x):
+                lines.setdefault("cuDNN" if is_cudnn(r.impl) else r.impl, []).append(r)
+            ax.set(title=", ".join(filter(None, (precision.upper(), name))), xscale="log",
+                   yscale="log", xlabel=xlabel,
+                   ylabel=f"{step_unit(panel)} (lower is better)" if ax is row[0] else "")
+            for i, (impl, group) in enumerate(lines.items()):
+                ok = [r for r in group if not r.error]
+                if impl == "cuDNN":  # the fastest algorithm at each x
+                    ok = [min(g, key=lambda r: r.ms) for _, g in groupby(ok, key=x)]
+                if ok:
+                    errorbar(ax, [x(r) for r in ok], ok, "us_per_step_layer",
+                             **style(impl, i, precision))
+                for algo, marker in CUDNN_MARKER.items() if impl == "cuDNN" else ():  # its mark
+                    at = [r for r in ok if algorithm(r.impl) in (algo, f"{algo}_{precision}")]
+                    ax.errorbar([x(r) for r in at], [r.us for r in at], linestyle="none",
+                                marker=marker, markersize=8, color="black",
+                                label=f"   fastest there: cuDNN {algo}")
+            ax.set_xticks(*zip(*((v, f"{v:g}") for v in sorted({x(r) for r in panel}))))
+            ax.minorticks_off()
+            ax.yaxis.set_major_locator(LogLocator(subs=(1, 2, 5)))
+            ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+            ax.grid(alpha=0.3)
+            handles |= {k: v for v, k in zip(*ax.get_legend_handles_labels()) if k not in handles}
+        row[-1].legend(handles.values(), handles.keys(), loc="center left", fontsize=8,
+                       bbox_to_anchor=(1.02, 0.5))
+    for ax in grid.flat:  # errorbar()'s data limits are wrong on log axes; its lines' are right
         ax.relim()
         ax.autoscale_view()
-    fig.legend(handles.values(), handles.keys(), loc="outside right center", fontsize=8.5)
     return fig
 
 def by_hidden(runs, what=""):  # batch-sweep panels, one per hidden size
-    return [(f"{what}H = {h}", [r for r in runs if r.H == h], lambda r: r.B, "batch size B")
+    return [(f"{what}H={h}", [r for r in runs if r.H == h], lambda r: r.B, "batch size B")
             for h in sorted({r.H for r in runs})]
 def measured(runs, what):
-    if not any(not r.error for r in runs if r.impl != PYTORCH):
+    if not any(not r.error for r in runs if is_stage(r.impl)):
         raise MissingData(f"no measured {what}")
     return runs
 
+def against_cudnn(res, kind, group, title, pick, lead="", pytorch=False):
+    """The stages pick(runs) chooses ({(stage, precision)}) beside cuDNN (and PyTorch)."""
+    runs = rows(res, kind, group)
+    shown = pick([r for r in runs if is_stage(r.impl)])
+    mine = measured([r for r in runs if (r.impl, r.precision) in shown or is_cudnn(r.impl)
+                     or pytorch and r.impl == PYTORCH], f"{kind} stage in the {group}")
+    return sweep_figure(res, by_hidden(mine) if group == "batch_sweep" else [
+        ("", mine, lambda r: r.H, "hidden size H")], f"{title} ({fixed_sizes(mine)})", lead)
+
+SWEEP_RULE = f"Stages: each precision's last {SWEEP_LAST} and its fastest earlier one."
 def figure_batch_sweep(res):
-    runs = measured(rows(res, "forward", "batch_sweep"), "forward batch sweep")
-    return sweep_figure(res, by_hidden(runs), "LSTM forward: time per step against batch size "
-                        f"({fixed_sizes(runs)})")
+    return against_cudnn(res, "forward", "batch_sweep", "LSTM forward: time per step against "
+                         "batch size", sweep_stages, SWEEP_RULE, pytorch=True)
 def figure_hidden_sweep(res):
-    runs = measured(rows(res, "forward", "hidden_sweep"), "forward hidden sweep")
-    return sweep_figure(res, [("", runs, lambda r: r.H, "hidden size H")], "LSTM forward: time "
-                        f"per step and layer against hidden size ({fixed_sizes(runs)})")
+    return against_cudnn(res, "forward", "hidden_sweep", "LSTM forward: time per step and layer"
+                         " against hidden size", sweep_stages, SWEEP_RULE, pytorch=True)
 def figure_training_sweeps(res):
     batch, hidden = rows(res, "training", "batch_sweep"), rows(res, "training", "hidden_sweep")
     panels = by_hidden(measured(batch, "training batch sweep"), "batch sweep, ") + [
@@ -357,43 +413,27 @@ def figure_training_sweeps(res):
     return sweep_figure(res, panels, "LSTM training pass (forward with stash and backward): "
                         f"time per step ({fixed_sizes(batch)})")
 
-def against_cudnn(res, kind, first, title):
-    """Stages `first` and up (None: the last of each precision) against cuDNN's fastest."""
-    runs = rows(res, kind, "batch_sweep")
-    shown = stages_of(runs, kind, first or 0) if first is not None else {
-        stages_of([r for r in runs if r.precision == p], kind)[-1] for p in {r.precision for r in
-                                                                        runs if is_stage(r.impl)}}
-    mine = measured([r for r in runs if r.impl in shown], f"{kind} stage in the batch sweep")
-
-    def draw(ax, panel):
-        best = {(r.B, r.precision): cudnn_best(runs, r) for r in panel}
-        for precision in sorted({p for (_, p), top in best.items() if top}):
-            points = sorted((b, top) for (b, p), top in best.items() if top and p == precision)
-            errorbar(ax, [b for b, _ in points], [t for _, t in points], "us_per_step_layer",
-                     color="black", linestyle="--", linewidth=1.5,
-                     label=f"cuDNN's fastest at each point ({precision.upper()})")
-            for algo, (_, marker) in CUDNN_STYLE.items():
-                if at := [(b, t.us) for b, t in points if algorithm(t.impl) == algo]:
-                    ax.errorbar(*zip(*at), linestyle="none", marker=marker, markersize=8,
-                                color="black", label=f"   fastest there: cuDNN {algo}")
-    return sweep_figure(res, by_hidden(mine), f"{title} against cuDNN ({fixed_sizes(mine)})", draw)
-
 def figure_persistent(res):
-    return against_cudnn(res, "forward", None, "The last forward stage of each precision")
+    return against_cudnn(res, "forward", "batch_sweep", "The last forward stage of each precision"
+                         " against cuDNN", lambda runs: sweep_stages(runs, 1, earlier=False))
 def figure_persistent_steps(res):
-    return against_cudnn(res, "forward", FIRST_PERSISTENT, "The persistent forward stages")
+    return against_cudnn(res, "forward", "batch_sweep", "The persistent forward stages against "
+                         "cuDNN", lambda runs: {(r.impl, r.precision) for r in runs
+                                                 if stage_number(r.impl) >= FIRST_PERSISTENT})
 def figure_training_persistent(res):
-    return against_cudnn(res, "training", None, "The last training stage of each precision")
+    return against_cudnn(res, "training", "batch_sweep", "The last training stage of each "
+                         "precision against cuDNN", lambda runs: sweep_stages(runs, 1, False))
 
 def bar_panel(ax, runs, values, texts, tops=None, **kw):
     """A bar per run (`values`: (median, min, max)), labelled on a white box above `tops`."""
     spread = [[v[0] - v[1] for v in values], [v[2] - v[0] for v in values]]
     ax.bar(range(len(runs)), [v[0] for v in values], width=0.7, capsize=2, **kw,
            yerr=spread if any(map(any, spread)) else None)  # no bars where nothing spreads
+    narrow = ax.figure.get_figwidth() * ax.get_position().width / len(runs) < 0.45  # inches
     for x, (run, top, text) in enumerate(zip(runs, tops or [v[2] for v in values], texts)):
-        ax.annotate("not\nsupported" if run.error else text, (x, top), xytext=(0, 3),
-                    textcoords="offset points", ha="center", va="bottom", fontsize=8, zorder=5,
-                    bbox=dict(fc="white", ec="none", pad=0.3))
+        ax.annotate("not\nsupported" if run.error else text, (x, top), xytext=(0, 3), zorder=5,
+                    textcoords="offset points", ha="center", va="bottom", fontsize=8,
+                    rotation=90 * narrow, bbox=dict(fc="white", ec="none", pad=0.3))
     ax.set_xticks(range(len(runs)), [(r.impl.split("/")[-1].replace("_", " ") if is_stage(r.impl)
                                       else display(r.impl).replace(" ", "\n", 1))
                                      + f" ({r.precision.upper()})" * (r.precision != "fp32")
@@ -427,7 +467,7 @@ def canonical_figure(res, kind, title, size):
     for label, r, st in references(runs, stages):
         ax.axhline(base.ms / r.ms, label=f"{label}: {base.ms / r.ms:.2f}×", **st)
     ax.set(title=f"speedup over {base.impl} (higher is better)", ylabel="speedup (×)",
-           ylim=(0, max(base.ms / s.ms for s in stages if not s.error) * 1.15))
+           ylim=(0, max(base.ms / s.ms for s in stages if not s.error) * 1.25))
     ax.legend(loc="upper left", fontsize=8.5)
     return fig, ax_ms, runs, stages
 
@@ -472,8 +512,9 @@ def figure_fp32_fraction(res):
                      f"canonical config ({shape_label(runs[0])})", (13, 5.4))
     ax, shares = fig.subplots(), [spread3(r, "tflops") for r in shown]
     bar_panel(ax, shown, [[100 * v / peak for v in s] for s in shares],
-              [f"{100 * s[0] / peak:.1f} %\n{s[0]:.1f} TF/s" for s in shares], color=[
-                  BAR if is_stage(r.impl) else style(res, r.impl)["color"] for r in shown])
+              [f"{100 * s[0] / peak:.1f} %\n{s[0]:.1f} TF/s" for s in shares],
+              color=[BAR if is_stage(r.impl) else "black" if is_cudnn(r.impl) else PYTORCH_COLOR
+                     for r in shown])
     ax.set(ylabel="% of the measured FP32 FMA rate (higher is better)",
            ylim=(0, max(100 * s[2] / peak for s in shares) * 1.2))
     return fig

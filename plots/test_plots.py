@@ -79,7 +79,7 @@ class Repetitions(Case):
     def test_error_bars_span_min_to_max_of_the_repetitions(self):
         fig = mp.figure_batch_sweep(self.res)
         ax = fig.axes[0]  # H = 512
-        self.assertEqual(ax.get_title(), "H = 512")
+        self.assertEqual(ax.get_title(), "FP32, H=512")
         bars = next(c for c in ax.containers if c.get_label() == "forward/00_naive")
         values = reps("forward/00_naive/batch_sweep/H:512/I:512/B:1/T:100/L:1/manual_time",
                       "us_per_step_layer")
@@ -309,6 +309,67 @@ class Figures(Case):
         for path in GPU.iterdir():
             self.assertEqual((self.tmp / "synthetic-gpu" / path.name).read_text(),
                              path.read_text(), f"{path}: run plots/testdata/make_synthetic.py")
+
+
+def run(impl, precision, us, h=512, error=""):
+    """A made-up Run of the hidden sweep (its only repetition's median `us`, or refused)."""
+    return mp.Run(impl, "hidden_sweep", (h, h, 64, 100, 4), "forward", precision, GPU / "x.json",
+                  [] if error else [{"median_ms": us, "us_per_step_layer": us}], error)
+
+
+class Sweeps(Case):
+    def test_the_stages_drawn_follow_the_rule(self):
+        runs = [run("forward/01_a", "fp32", 2.2), run("forward/01_a", "fp32", 0, 1024, "H > 512"),
+                run("forward/02_b", "fp32", 2.0), run("forward/02_b", "fp32", 4.0, 1024),
+                run("forward/03_c", "fp32", 9.0), run("forward/04_d", "fp32", 9.0),
+                run("forward/05_e", "fp16", 1.0), run("forward/06_f", "fp16", 1.0)]
+        # 01 is refused at H = 1024: where both earlier stages ran, 02 is the faster (01's
+        # geometric mean, over fewer points, would be the lower)
+        self.assertEqual(mp.sweep_stages(runs, last=2), {
+            ("forward/03_c", "fp32"), ("forward/04_d", "fp32"), ("forward/02_b", "fp32"),
+            ("forward/05_e", "fp16"), ("forward/06_f", "fp16")})
+        self.assertEqual(mp.sweep_stages(runs, last=1, earlier=False),
+                         {("forward/04_d", "fp32"), ("forward/06_f", "fp16")})
+        self.assertEqual(mp.sweep_stages(runs[:5], last=4), {(r.impl, "fp32") for r in runs[:5]})
+
+    def test_a_figure_draws_the_rule_s_stages_and_one_cudnn_line(self):
+        ax = mp.figure_batch_sweep(self.res).axes[0]  # FP32, H = 512
+        labels = [c.get_label() for c in ax.containers]
+        shown = sorted(s for s, _ in mp.sweep_stages(mp.rows(self.res, "forward", "batch_sweep")))
+        self.assertEqual([label for label in labels if label.startswith("forward/")], shown)
+        self.assertFalse([label for label in labels if label.startswith("cuDNN ")
+                          and label != "cuDNN fastest FP32"])  # no line per algorithm
+        fastest = next(c for c in ax.containers if c.get_label() == "cuDNN fastest FP32")
+        xs, ys = fastest.lines[0].get_data()
+        for b, y in zip(xs, ys):
+            self.assertAlmostEqual(y, min(statistics.median(reps(
+                f"cudnn_{a}/batch_sweep/H:512/I:512/B:{b}/T:100/L:1/manual_time",
+                "us_per_step_layer")) for a in mp.CUDNN))
+        self.assertIn("PyTorch nn.LSTM", labels)
+
+    def test_what_was_refused_is_one_short_sentence(self):
+        why = "unsupported: the recurrent weights do not fit on chip: 545 KiB of shared memory"
+        runs = [run(f"forward/{n:02d}_s", "fp32", 0, 2048, why) for n in range(7, 13)]
+        runs += [run(f"forward/{n:02d}_s{twin}", p, 0, 2048, why) for n in range(13, 17)
+                 for twin, p in (("", "fp16"), ("_bf16", "bf16"))]
+        runs += [run(f"cudnn_persist_static{s}", p, 0, 2048, "unsupported: cuDNN 9 refuses it: "
+                     "CUDNN_STATUS_NOT_SUPPORTED") for s, p in (("", "fp32"), ("_fp16", "fp16"),
+                                                                ("_bf16", "bf16"))]
+        runs += [run("cudnn_standard_fp16", "fp16", 0, 2048, "unsupported: cuDNN 9 refuses it"),
+                 run("forward/06_s", "fp32", 5.0, 2048), run("forward/06_s", "fp32", 1.0)]
+        note = mp.refusals([("", runs, lambda r: r.H, "hidden size H")])
+        self.assertEqual(note, "Not supported at H=2048 (the recurrent weights do not fit on "
+                         "chip): forward 07-16. Not supported at H=2048 (cuDNN 9 refuses it): "
+                         "cuDNN persist_static, cuDNN standard in FP16.")
+        self.assertEqual(mp.refusals([("", runs[-1:], lambda r: r.H, "hidden size H")]), "")
+
+    def test_the_synthetic_figures_name_what_was_refused_under_them(self):
+        for figure, note in ((mp.figure_hidden_sweep, "Not supported at H=1024 (H > 512): "
+                              "forward 09."), (mp.figure_batch_sweep, "Not supported at H=1024, "
+                                               "B=1, 8, 64 (H > 512): forward 09.")):
+            fig = figure(self.res)
+            self.assertIn(note, " ".join(fig.get_supxlabel().split()))
+            self.assertNotIn("not supported", " ".join(ax.get_xlabel() for ax in fig.axes))
 
 
 def error_records(folder=GPU):
