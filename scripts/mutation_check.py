@@ -35,7 +35,10 @@ STAGE_07_TESTS = "forward_07_persistent_barrier"
 STAGE_08_TESTS = "forward_08_published_h"
 STAGE_11_TESTS = "forward_11_batch_groups|Stage11"
 STAGE_12_TESTS = "forward_12_small_batch_registers|Stage12"
-TRAINING_06_TESTS = "training_06_persistent|Training06"
+# Training stages 06 and 07 share one GPU test source; their tests are named after the stage
+# (training_07_staged_dz.Plans/..., tests/CMakeLists.txt), as are their runs in gpu_tests.
+TRAINING_06_TESTS = "training_06_persistent"
+TRAINING_07_TESTS = "training_07_staged_dz"
 # issue 21: the re-sequenced persistent steps (their mutations: the block after stage 08's)
 FORWARD_09_TESTS = "forward_09_register_tiled"
 FORWARD_10_TESTS = "forward_10_chunked_staging"
@@ -257,6 +260,22 @@ MUTATIONS = [
     ("gpu", "training stage 06's forward (shared-memory kernel) keeps every batch group's stash in the first group's rows",
      "stages/training/06_persistent/kernel.cuh", "published, a, t, first_row + pb, unit);",
      "published, a, t, a.batch_begin + pb, unit);", "gpu", TRAINING_06_TESTS),
+    # ---- training stage 07 (dz staged in shared memory in double-buffered chunks)
+    ("gpu", "training stage 07 loads every chunk of dz from the first chunk's gate rows",
+     "stages/training/07_staged_dz/backward_kernel.cuh",
+     "staged[r] = load_relaxed(dz_row + chunk * C4 + i);",
+     "staged[r] = load_relaxed(dz_row + i);", "gpu", TRAINING_07_TESTS),
+    ("gpu", "training stage 07 takes the last chunk of dz as long as the others",
+     "stages/training/07_staged_dz/backward_kernel.cuh",
+     "last4 = H - (a.chunks - 1) * C4;", "last4 = C4;", "gpu", TRAINING_07_TESTS),
+    ("gpu", "training stage 07 stages every chunk into the same buffer: the next overwrites one being multiplied",
+     "stages/training/07_staged_dz/backward_kernel.cuh",
+     "float4* buffer = dz_s + (chunk & 1) * Bg * C4;",
+     "float4* buffer = dz_s;", "gpu", TRAINING_07_TESTS),
+    ("cpu", "training stage 07's planner gives a thread more of a chunk of dz than it carries",
+     "stages/training/07_staged_dz/plan.cpp",
+     "if (quads <= carried && b.shared_bytes <= device.shared_bytes) break;",
+     "if (b.shared_bytes <= device.shared_bytes) break;", "cpu"),
     ("cpu", "stage 11's planner leaves out the last, partly filled batch slice",
      "stages/forward/11_batch_groups/plan.cpp", "plan.slices = ceil_div(s.batch, g * rows);",
      "plan.slices = s.batch / (g * rows);", "cpu"),

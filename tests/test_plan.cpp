@@ -6,6 +6,8 @@
 //   LSTM_PLAN_HAS_REGISTER_KERNEL  the forward's small-batch register kernel (--weights, --input)
 //   LSTM_PLAN_HAS_BACKWARD         a backward plan beside the forward's (Plan::forward and
 //                                  Plan::backward, --plan's last two fields)
+//   LSTM_PLAN_HAS_BACKWARD_CHUNKS  the backward stages dz in chunks of gate rows (--plan's
+//                                  seventh field)
 #include <gtest/gtest.h>
 
 #include <CLI/CLI.hpp>
@@ -23,6 +25,9 @@
 #ifndef LSTM_PLAN_HAS_BACKWARD
 #define LSTM_PLAN_HAS_BACKWARD 0
 #endif
+#ifndef LSTM_PLAN_HAS_BACKWARD_CHUNKS
+#define LSTM_PLAN_HAS_BACKWARD_CHUNKS 0
+#endif
 
 namespace lstm::LSTM_STAGE_NAMESPACE {  // the stage's, as its build names it
 namespace {
@@ -37,7 +42,8 @@ const ForwardPlan& forward_of(const Plan& p) {
 std::size_t forward_bytes(const ForwardPlan& p, int hidden) {
   return forward_shared_bytes(p, hidden);
 }
-constexpr int kPlanFields = 6;  // --plan tile,threads,groups,rows,backward_groups,backward_rows
+// --plan tile,threads,groups,rows,backward_groups,backward_rows[,backward_chunk]
+constexpr int kPlanFields = 6 + LSTM_PLAN_HAS_BACKWARD_CHUNKS;
 #else
 using ForwardPlan = Plan;  // a forward stage's plan is the forward's
 const Plan& forward_of(const Plan& p) {
@@ -142,6 +148,15 @@ void expect_register_kernel_plan(const ForwardPlan& f, const ProblemSize& s) {
 #endif
 
 #if LSTM_PLAN_HAS_BACKWARD
+/// The backward kernel's shared memory for plan `b` (with its chunks of dz, where it has them).
+std::size_t backward_bytes(const BackwardPlan& b, int hidden) {
+#if LSTM_PLAN_HAS_BACKWARD_CHUNKS
+  return backward_shared_bytes(hidden, b.units_per_block, b.group_rows, b.k_slices, b.chunk_rows);
+#else
+  return backward_shared_bytes(hidden, b.units_per_block, b.group_rows, b.k_slices);
+#endif
+}
+
 void expect_backward_plan(const BackwardPlan& b, const ProblemSize& s, const DeviceLimits& device) {
   EXPECT_LE(b.blocks(), device.sm_count);
   EXPECT_LE(b.units_per_block, kMaxUnitsPerBlock);  // the kernel's sums per thread
@@ -154,9 +169,22 @@ void expect_backward_plan(const BackwardPlan& b, const ProblemSize& s, const Dev
   // The warps of a block cover its row quads, k slices each (or one slice, several quads each).
   const int warps = kBackwardThreads / kWarpSize, quads = ceil_div(b.group_rows, kLanesRows);
   EXPECT_TRUE(quads * b.k_slices <= warps || b.k_slices == 1);
-  EXPECT_EQ(b.shared_bytes,
-            backward_shared_bytes(s.hidden, b.units_per_block, b.group_rows, b.k_slices));
+  EXPECT_EQ(b.shared_bytes, backward_bytes(b, s.hidden));
   EXPECT_LE(b.shared_bytes, device.shared_bytes);
+#if LSTM_PLAN_HAS_BACKWARD_CHUNKS
+  // One row group per warp at most (its sums stay in registers over the chunks); the chunks
+  // cover the 4H gate rows, whole float4, the last one not empty; a thread carries its share.
+  EXPECT_LE(b.group_rows, kMaxBackwardRows);
+  EXPECT_EQ(b.lanes_rows, backward_lanes_rows(b.group_rows));
+  EXPECT_LE(ceil_div(b.group_rows, b.lanes_rows) * b.k_slices, warps);
+  EXPECT_GE(b.stage_threads * b.group_rows, kBackwardThreads / 2 + 1);  // 512 / pow2 >= rows
+  EXPECT_LE(b.stage_threads * b.group_rows, kBackwardThreads);
+  EXPECT_EQ(b.chunk_rows % 4, 0);
+  EXPECT_GE(b.chunk_rows, 4);
+  EXPECT_LE(b.chunk_rows, kGates * s.hidden);
+  EXPECT_EQ(b.chunks, ceil_div(kGates * s.hidden, b.chunk_rows));
+  EXPECT_LE(b.chunk_rows / 4, kStageRegistersDz * b.stage_threads);
+#endif
 }
 #endif
 
@@ -216,12 +244,28 @@ TEST(Plan, SharedMemoryIsTheKernelsLayout) {
       forward_bytes(registers, 512),
       (8u * 8 * 32 * 4 + 2 * 8 * 8 * 8 * 1 + 512 * 1 + 2 * 8 * 4 * 4 + 4 * 4 + 16) * sizeof(float));
 #endif
-#if LSTM_PLAN_HAS_BACKWARD
+#if LSTM_PLAN_HAS_BACKWARD_CHUNKS
+  // backward_kernel.cuh: w [4 * J4][H] float4 | dz [2][Bg][chunk / 4] float4 (one buffer for
+  // one chunk of all 4H rows) | sums [S][Bg][J4] float4 | stash [J * Bg][7] | dc
+  EXPECT_EQ(
+      backward_shared_bytes(512, 16, 16, 4, 696),
+      (16u * 512 * 4 + 2 * 696 * 16 + 4 * 4 * 4 * 16 + 7 * 16 * 16 + 16 * 16) * sizeof(float));
+  EXPECT_EQ(backward_shared_bytes(100, 5, 3, 16, 200),  // J = 5: two float4 of units
+            (16u * 100 * 2 + 2 * 200 * 3 + 4 * 2 * 16 * 3 + 7 * 5 * 3 + 5 * 3) * sizeof(float));
+  EXPECT_EQ(backward_shared_bytes(100, 5, 3, 16, 400),  // all 400 gate rows: one buffer
+            (16u * 100 * 2 + 400 * 3 + 4 * 2 * 16 * 3 + 7 * 5 * 3 + 5 * 3) * sizeof(float));
+  EXPECT_EQ(backward_lanes_rows(1), 1);
+  EXPECT_EQ(backward_lanes_rows(2), 2);
+  EXPECT_EQ(backward_lanes_rows(3), 4);
+  EXPECT_EQ(backward_lanes_rows(64), 4);
+#elif LSTM_PLAN_HAS_BACKWARD
   // backward_kernel.cuh: w [4 * J4][H] float4 | sums [S][Bg][J4] float4 | stash [J * Bg][7] | dc
   EXPECT_EQ(backward_shared_bytes(512, 16, 16, 4),
             (16u * 512 * 4 + 4 * 4 * 4 * 16 + 7 * 16 * 16 + 16 * 16) * sizeof(float));
   EXPECT_EQ(backward_shared_bytes(100, 5, 3, 16),  // J = 5: two float4 of units, zeros past 5
             (16u * 100 * 2 + 4 * 2 * 16 * 3 + 7 * 5 * 3 + 5 * 3) * sizeof(float));
+#endif
+#if LSTM_PLAN_HAS_BACKWARD
   EXPECT_EQ(backward_k_slices(1), 16);
   EXPECT_EQ(backward_k_slices(5), 8);
   EXPECT_EQ(backward_k_slices(64), 1);
@@ -570,6 +614,74 @@ TEST(Plan, TheBackwardsFlagsAreParsed) {
   EXPECT_EQ(p.backward.group_rows, 3);
 }
 #endif  // LSTM_PLAN_HAS_BACKWARD
+
+#if LSTM_PLAN_HAS_BACKWARD_CHUNKS
+// ---- The backward's chunks of dz
+
+TEST(Plan, DzIsStagedInOneChunkWhereItFitsAndInSeveralOtherwise) {
+  // H = 512, B = 1: all 2048 gate rows of dz in one chunk (8 KiB, one buffer), beside 32 KiB of
+  // W.
+  const ProblemSize b1 = size_of(512, 1);
+  const Plan p1 = make_plan(b1, h100());
+  expect_consistent(p1, b1, h100());
+  EXPECT_EQ(p1.backward.chunks, 1);
+  EXPECT_EQ(p1.backward.chunk_rows, 2048);
+  EXPECT_EQ(p1.backward.lanes_rows, 1);  // every lane of a warp along k: none idle
+  EXPECT_EQ(p1.backward.stage_threads, kBackwardThreads);
+  // The canonical config: 16 rows per block and 128 KiB of W: the rest of the 227 KiB holds
+  // two chunks of 696 gate rows; three per step, the last one shorter.
+  const ProblemSize canonical = size_of(512, 64, 100, 4);
+  const Plan p64 = make_plan(canonical, h100());
+  expect_consistent(p64, canonical, h100());
+  EXPECT_EQ(p64.backward.group_rows, 16);
+  EXPECT_EQ(p64.backward.chunk_rows, 696);
+  EXPECT_EQ(p64.backward.chunks, 3);
+  // H = 1024, B = 4: all of dz (64 KiB) in one buffer beside 128 KiB of W; two buffers would not
+  // fit.
+  const Plan p1024 = make_plan(size_of(1024, 4), h100());
+  expect_consistent(p1024, size_of(1024, 4), h100());
+  EXPECT_EQ(p1024.backward.chunk_rows, 4096);
+  EXPECT_EQ(p1024.backward.chunks, 1);
+}
+
+TEST(Plan, TheBackwardsChunkIsPinnedOrRefusedWithTheReason) {
+  PlanRequest r = pinned({"--plan", "0,0,0,0,0,0,256"});
+  EXPECT_EQ(r.backward_chunk_rows, 256);
+  EXPECT_FALSE(r.pins_shared_plan());
+  const ProblemSize s = size_of(300, 5, 7, 2);
+  Plan p = make_plan(s, h100(), r);
+  expect_consistent(p, s, h100());
+  EXPECT_EQ(p.backward.chunk_rows, 256);
+  EXPECT_EQ(p.backward.chunks, 5);  // 1200 gate rows: 4 x 256 and 176
+  // A chunk larger than dz is all of it.
+  p = make_plan(s, h100(), pinned({"--plan", "0,0,0,0,0,0,4000"}));
+  expect_consistent(p, s, h100());
+  EXPECT_EQ(p.backward.chunks, 1);
+  EXPECT_EQ(p.backward.chunk_rows, 1200);
+  // Not whole float4 of dz: a usage error naming the flag.
+  EXPECT_NE(refusal({"--plan", "0,0,0,0,0,0,6"}).find("multiple of 4 gate rows"),
+            std::string::npos);
+  // More than the threads carry (64 rows per block: 8 threads a row, 8 float4 each: 256 gate
+  // rows), though two such chunks would fit in shared memory.
+  const Plan carried = make_plan(size_of(512, 64), h100(), pinned({"--plan", "0,0,0,0,1,64,260"}));
+  EXPECT_FALSE(carried.fits);
+  EXPECT_NE(carried.why.find("more than its threads carry"), std::string::npos) << carried.why;
+  // Two chunks that do not fit beside W (H = 1024: 128 KiB) are refused, not shrunk.
+  const Plan big = make_plan(size_of(1024, 4), h100(), pinned({"--plan", "0,0,0,0,1,4,3200"}));
+  EXPECT_FALSE(big.fits);
+  EXPECT_NE(big.why.find("shared memory"), std::string::npos) << big.why;
+  // More rows per block than the warps keep sums for.
+  const Plan rows = make_plan(size_of(64, 100), h100(), pinned({"--plan", "0,0,0,0,1,65"}));
+  EXPECT_FALSE(rows.fits);
+  EXPECT_NE(rows.why.find("more than the kernel's 64"), std::string::npos) << rows.why;
+}
+
+TEST(Plan, TheStagingBuffersLowerTheLargestHiddenSizeByOne) {
+  // H = 1205 filled a block's 227 KiB to the byte without them (training stage 06's limit).
+  for (int batch : {1, 4, 9, 64, 256})
+    EXPECT_EQ(largest_hidden_that_fits(size_of(4000, batch), h100()), 1204) << batch;
+}
+#endif  // LSTM_PLAN_HAS_BACKWARD_CHUNKS
 
 }  // namespace
 }  // namespace lstm::LSTM_STAGE_NAMESPACE

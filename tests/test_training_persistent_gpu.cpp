@@ -1,13 +1,18 @@
-// Training stage 06 on the GPU with its plans pinned through its own flags (--plan, --weights,
-// --input, as its executable takes them), so that every path of the three persistent kernels
-// runs. The forward's two kernels (forward stage 12's, keeping the stash): the register
+// A persistent training stage on the GPU (training/06_persistent, training/07_staged_dz: this
+// source is compiled once per stage, in the stage's namespace beside its headers, with
+// LSTM_STAGE_DISPLAY_NAME naming it and LSTM_PLAN_HAS_BACKWARD_CHUNKS where the backward stages
+// dz in chunks; tests/CMakeLists.txt) with its plans pinned through its own flags (--plan,
+// --weights, --input, as its executable takes them), so that every path of the three persistent
+// kernels runs. The forward's two kernels (forward stage 12's, keeping the stash): the register
 // kernel with 8 and 32 weights per lane, batch tiles 1, 2, 4 and 8 with padding columns, float4
 // and scalar staging, a partly empty last block, input parts computed in the kernel (I != H,
 // three layers) or by cuBLAS, T = 1; the shared-memory kernel at B = 1, B odd and B > 8, with
 // batch groups, batch slices (a partly empty last one), several chunks of h, tiles 4, 8 and 16,
 // H not a multiple of 4. The backward: batch slices, batch groups (one partly filled, one
-// empty), a last block with fewer units, units not a multiple of 4, one batch row per block.
-// Each case is checked against the CPU reference on every gradient and must repeat bit for bit.
+// empty), a last block with fewer units, units not a multiple of 4, one batch row per block;
+// where dz is staged in chunks, also several chunks with a short last one (at one, two, four and
+// many batch rows per block, H odd, L = 3, batch slices) and one chunk of all 4H gate rows. Each
+// case is checked against the CPU reference on every gradient and must repeat bit for bit.
 // Also: a hidden size too large for the chip is refused before launch, saying why and what
 // fits. Skipped without a GPU.
 #include <gtest/gtest.h>
@@ -21,7 +26,11 @@
 #include "harness/stage_main.h"
 #include "plan.h"
 
-namespace lstm::LSTM_STAGE_NAMESPACE {  // training stage 06's, as its build names it
+#ifndef LSTM_PLAN_HAS_BACKWARD_CHUNKS
+#define LSTM_PLAN_HAS_BACKWARD_CHUNKS 0
+#endif
+
+namespace lstm::LSTM_STAGE_NAMESPACE {  // the stage's, as its build names it
 std::unique_ptr<Stage> make();
 
 namespace {
@@ -32,10 +41,12 @@ enum class Forward { kAny, kRegisters, kShared };
 struct PinnedCase {
   const char* label;
   ProblemSize size;
-  /// The stage's flags: --plan tile,threads,groups,rows,backward_groups,backward_rows (0 or left
-  /// out = automatic), --weights registers,K|shared and --input kernel|gemm (the forward's).
+  /// The stage's flags: --plan tile,threads,groups,rows,backward_groups,backward_rows[,chunk] (0
+  /// or left out = automatic), --weights registers,K|shared and --input kernel|gemm (the
+  /// forward's).
   const char* flags;
   Forward forward = Forward::kAny;
+  int backward_chunks = 0;  ///< where dz is staged in chunks: how many the plan must have (0: any)
 };
 
 const std::vector<PinnedCase>& cases() {
@@ -77,13 +88,29 @@ const std::vector<PinnedCase>& cases() {
       {"fwd_shared_b17_chunks", ProblemSize{300, 50, 17, 5, 2}, "--weights shared --plan 4,64,1",
        kShared},
       {"fwd_shared_b11_auto_three_layers", ProblemSize{99, 45, 11, 3, 3}, "", kShared},
+#if LSTM_PLAN_HAS_BACKWARD_CHUNKS
+      // The backward's chunks of dz (4H gate rows, staged chunk_rows at a time; the last shorter).
+      {"chunks_b1_odd_h_three_layers", ProblemSize{101, 30, 1, 5, 3}, "--plan 0,0,0,0,0,0,40",
+       Forward::kAny, 11},
+      {"chunks_b2_short_last", ProblemSize{130, 20, 2, 4, 2}, "--plan 0,0,0,0,1,0,96",
+       Forward::kAny, 6},
+      {"chunks_b4_groups2_slices", ProblemSize{75, 40, 11, 4, 3}, "--plan 0,0,0,0,2,4,64",
+       Forward::kAny, 5},
+      {"chunks_b13_slices_short_group", ProblemSize{203, 20, 37, 3, 2}, "--plan 0,0,0,0,2,13,100",
+       kShared, 9},
+      {"chunks_of_4_rows", ProblemSize{33, 17, 3, 3, 1}, "--plan 0,0,0,0,0,0,4", Forward::kAny,
+       33},
+      {"one_chunk_of_all_rows_b1", ProblemSize{257, 60, 1, 4, 2}, "", Forward::kAny, 1},
+      {"auto_h1024_b4_one_chunk", ProblemSize{1024, 64, 4, 3, 1}, "", kRegisters, 1},
+      {"auto_h512_b64_chunks", ProblemSize{512, 64, 64, 3, 1}, "", kShared, 3},
+#endif
   };
   return list;
 }
 
-class Training06Pinned : public ::testing::TestWithParam<std::size_t> {};
+class Pinned : public ::testing::TestWithParam<std::size_t> {};
 
-TEST_P(Training06Pinned, MatchesTheCpuReferenceAndRepeats) {
+TEST_P(Pinned, MatchesTheCpuReferenceAndRepeats) {
   SKIP_WITHOUT_GPU();
   const PinnedCase& c = cases()[GetParam()];
   const std::vector<std::string> flags = testing::words(c.flags);
@@ -105,24 +132,30 @@ TEST_P(Training06Pinned, MatchesTheCpuReferenceAndRepeats) {
     EXPECT_EQ(plan.forward.input_k_per_lane == 0, request.input == InputParts::kGemm)
         << plan.describe();
   }
+#if LSTM_PLAN_HAS_BACKWARD_CHUNKS
+  if (c.backward_chunks) {
+    EXPECT_EQ(plan.backward.chunks, c.backward_chunks) << plan.describe();
+  }
+#endif
   const LstmParams params = generate_params(c.size, 7);
   const UpstreamGradients upstream = generate_upstream(c.size, 8);
   std::unique_ptr<Stage> stage = testing::make_with_flags(make, flags);
   ASSERT_TRUE(stage);
-  const auto first = testing::run_twice(*stage, params, c.label, &upstream);
+  const std::string name = std::string(LSTM_STAGE_DISPLAY_NAME " ") + c.label;
+  const auto first = testing::run_twice(*stage, params, name, &upstream);
   const CheckReport report = testing::check_against_reference(*stage, params, first, &upstream);
-  EXPECT_TRUE(report.passed()) << c.label << " " << c.size.describe() << " " << c.flags << " ("
+  EXPECT_TRUE(report.passed()) << name << " " << c.size.describe() << " " << c.flags << " ("
                                << plan.describe() << ")\n"
                                << report.describe();
   EXPECT_TRUE(report.not_checked.empty()) << report.describe();
 }
 
-INSTANTIATE_TEST_SUITE_P(Plans, Training06Pinned, ::testing::Range<std::size_t>(0, cases().size()),
+INSTANTIATE_TEST_SUITE_P(Plans, Pinned, ::testing::Range<std::size_t>(0, cases().size()),
                          [](const ::testing::TestParamInfo<std::size_t>& info) {
                            return std::string(cases()[info.param].label);
                          });
 
-TEST(Training06Limits, TooLargeHiddenIsRefusedBeforeLaunchSayingWhatFits) {
+TEST(Limits, TooLargeHiddenIsRefusedBeforeLaunchSayingWhatFits) {
   SKIP_WITHOUT_GPU();
   cudaDeviceProp prop{};
   CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
@@ -131,8 +164,11 @@ TEST(Training06Limits, TooLargeHiddenIsRefusedBeforeLaunchSayingWhatFits) {
   EXPECT_NE(why.find("largest H that fits"), std::string::npos) << why;
 }
 
-TEST(Training06Flags, TheStageRefusesBadOrContradictoryPins) {  // no GPU needed
+TEST(Flags, TheStageRefusesBadOrContradictoryPins) {  // no GPU needed
   EXPECT_THROW(apply_stage_flags(*make(), {"--plan", "x"}), std::invalid_argument);
+#if LSTM_PLAN_HAS_BACKWARD_CHUNKS
+  EXPECT_THROW(apply_stage_flags(*make(), {"--plan", "0,0,0,0,0,0,6"}), std::invalid_argument);
+#endif
   EXPECT_THROW(apply_stage_flags(*make(), {"--weights", "smem"}), std::invalid_argument);
   EXPECT_THROW(apply_stage_flags(*make(), {"--plan", "4,256", "--weights", "registers"}),
                std::invalid_argument);
