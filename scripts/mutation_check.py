@@ -33,8 +33,11 @@ ROOT = Path(__file__).resolve().parent.parent
 STAGE_00_TESTS = "forward_00_naive"
 STAGE_07_TESTS = "forward_07_persistent_barrier"
 STAGE_08_TESTS = "forward_08_published_h"
-STAGE_11_TESTS = "forward_11_batch_groups|Stage11"
-STAGE_12_TESTS = "forward_12_small_batch_registers|Stage12"
+# Stages 11 and 12 share one GPU test source (test_forward_persistent_gpu.cpp); their tests are
+# named after the stage (forward_12_small_batch_registers.Plans/Pinned..., tests/CMakeLists.txt),
+# as are their runs in gpu_tests.
+STAGE_11_TESTS = "forward_11_batch_groups"
+STAGE_12_TESTS = "forward_12_small_batch_registers"
 # Training stages 06 and 07 share one GPU test source; their tests are named after the stage
 # (training_07_staged_dz.Plans/..., tests/CMakeLists.txt), as are their runs in gpu_tests.
 TRAINING_06_TESTS = "training_06_persistent"

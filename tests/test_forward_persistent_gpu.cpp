@@ -1,12 +1,15 @@
-// Stage 12 on the GPU with its plan pinned through its own flags (--plan, --weights, --input, as
-// its executable takes them), so that every path of both persistent kernels runs.
-// Shared-memory kernel: all register-tile widths, 64 to 512 threads, several chunks of h per
-// step, several batch groups, batch slices with a partly empty last group, H not a multiple of
-// 4. Register kernel: 8 and 32 weights per lane, batch tiles 1, 2, 4 and 8 with padding
-// columns, float4 and scalar staging, units that do not fill a power of two of lanes, a partly
-// empty last block and last k slice, input parts computed in the kernel (I != H) or by cuBLAS.
-// Each case is checked against the CPU reference and must repeat bit for bit. Skipped without a
-// GPU.
+// A persistent forward stage with batch groups on the GPU (forward/11_batch_groups,
+// forward/12_small_batch_registers: this source is compiled once per stage, in the stage's
+// namespace beside its headers, with LSTM_STAGE_DISPLAY_NAME naming it and
+// LSTM_PLAN_HAS_REGISTER_KERNEL where it also has stage 12's register kernel; tests/CMakeLists.txt)
+// with its plan pinned through its own flags (--plan, and --weights, --input where it has the
+// register kernel, as its executable takes them), so that every path of its persistent kernels
+// runs. Shared-memory kernel: all register-tile widths, 64 to 512 threads, several chunks of h per
+// step, several batch groups, batch slices with a partly empty last group, H not a multiple of 4.
+// Register kernel: 8 and 32 weights per lane, batch tiles 1, 2, 4 and 8 with padding columns,
+// float4 and scalar staging, units that do not fill a power of two of lanes, a partly empty last
+// block and last k slice, input parts computed in the kernel (I != H) or by cuBLAS. Each case is
+// checked against the CPU reference and must repeat bit for bit. Skipped without a GPU.
 #include <gtest/gtest.h>
 
 #include <stdexcept>
@@ -18,7 +21,11 @@
 #include "harness/stage_main.h"
 #include "plan.h"
 
-namespace lstm::LSTM_STAGE_NAMESPACE {  // stage 12's, as its build names it
+#ifndef LSTM_PLAN_HAS_REGISTER_KERNEL
+#define LSTM_PLAN_HAS_REGISTER_KERNEL 0
+#endif
+
+namespace lstm::LSTM_STAGE_NAMESPACE {  // the stage's, as its build names it
 std::unique_ptr<Stage> make();
 
 namespace {
@@ -26,22 +33,26 @@ namespace {
 struct PinnedCase {
   const char* label;
   ProblemSize size;
-  const char* flags;   ///< the stage's flags: --plan, --weights, --input
+  const char* flags;   ///< the stage's flags: --plan tile,threads,groups,rows; --weights, --input
   int k_per_lane = 0;  ///< register-kernel cases: the weights per lane the case must reach
   int tile_batch = 0;  ///< and the batch tile (checked against the planner: cases cannot drift)
 };
 
 const std::vector<PinnedCase>& cases() {
   static const std::vector<PinnedCase> list = {
+      // The shared-memory kernel.
       {"tile4_chunks", ProblemSize{300, 50, 64, 6, 2}, "--plan 4,64,1"},
       {"tile8_chunks", ProblemSize{300, 50, 64, 6, 2}, "--plan 8,64,1"},
       {"groups2_slices", ProblemSize{130, 20, 10, 5, 2}, "--plan 4,128,2,3"},
+      {"groups2_slices_tile8", ProblemSize{130, 20, 10, 5, 2}, "--plan 8,128,2,3"},
       {"groups3_tile8_odd_h", ProblemSize{257, 31, 7, 4, 1}, "--plan 8,256,3"},
       {"one_row_per_block", ProblemSize{66, 66, 5, 3, 2}, "--plan 4,96,1,1"},
       {"threads512_B1", ProblemSize{64, 64, 1, 3, 3}, "--plan 4,512,1"},
       {"tile16_groups2", ProblemSize{200, 40, 70, 5, 2}, "--plan 16,128,2"},
       {"tile16_chunks_slices", ProblemSize{520, 30, 40, 4, 1}, "--plan 16,64,1,20"},
       {"auto_large_batch", ProblemSize{96, 40, 300, 3, 1}, ""},
+#if LSTM_PLAN_HAS_REGISTER_KERNEL
+      // The register kernel.
       {"registers_k8_b1", ProblemSize{200, 50, 1, 6, 2}, "--weights registers --input kernel", 8,
        1},
       {"registers_k8_b2_scalar_staging", ProblemSize{37, 50, 2, 5, 2},
@@ -64,45 +75,50 @@ const std::vector<PinnedCase>& cases() {
        4},
       {"registers_k32_b7_partial_block", ProblemSize{900, 64, 7, 3, 1},
        "--weights registers --input kernel", 32, 8},
+#endif
   };
   return list;
 }
 
-class Stage12Pinned : public ::testing::TestWithParam<std::size_t> {};
+class Pinned : public ::testing::TestWithParam<std::size_t> {};
 
-TEST_P(Stage12Pinned, MatchesTheCpuReferenceAndRepeats) {
+TEST_P(Pinned, MatchesTheCpuReferenceAndRepeats) {
   SKIP_WITHOUT_GPU();
   const PinnedCase& c = cases()[GetParam()];
   const std::vector<std::string> flags = testing::words(c.flags);
   cudaDeviceProp prop{};
   CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
-  // The plan the flags give: it fits, and a register case reaches the kernel, weights per lane,
-  // batch tile and input parts it names.
+  // The plan the flags give fits (a case that stopped fitting would test the refusal instead);
+  // where the stage has the register kernel, a case reaches the kernel it names, and a register
+  // case its weights per lane, batch tile and input parts.
   const PlanRequest request = testing::parse_stage_flags<StageFlags>(flags).request;
   const Plan plan = make_plan(c.size, device_limits(prop), request);
   ASSERT_TRUE(plan.fits) << c.flags << ": " << plan.why;
+#if LSTM_PLAN_HAS_REGISTER_KERNEL
   EXPECT_EQ(plan.weights_in_registers, c.k_per_lane != 0) << plan.describe();
   if (c.k_per_lane) {
     EXPECT_EQ(plan.k_per_lane, c.k_per_lane) << plan.describe();
     EXPECT_EQ(plan.tile_batch, c.tile_batch) << plan.describe();
     EXPECT_EQ(plan.input_k_per_lane == 0, request.input == InputParts::kGemm) << plan.describe();
   }
+#endif
   const LstmParams params = generate_params(c.size, 7);
   std::unique_ptr<Stage> stage = testing::make_with_flags(make, flags);
   ASSERT_TRUE(stage);
-  const auto first = testing::run_twice(*stage, params, c.label);
+  const std::string name = std::string(LSTM_STAGE_DISPLAY_NAME " ") + c.label;
+  const auto first = testing::run_twice(*stage, params, name);
   const CheckReport report = testing::check_against_reference(*stage, params, first);
-  EXPECT_TRUE(report.passed()) << c.label << " " << c.size.describe() << " " << c.flags << " ("
+  EXPECT_TRUE(report.passed()) << name << " " << c.size.describe() << " " << c.flags << " ("
                                << plan.describe() << ")\n"
                                << report.describe();
 }
 
-INSTANTIATE_TEST_SUITE_P(Plans, Stage12Pinned, ::testing::Range<std::size_t>(0, cases().size()),
+INSTANTIATE_TEST_SUITE_P(Plans, Pinned, ::testing::Range<std::size_t>(0, cases().size()),
                          [](const ::testing::TestParamInfo<std::size_t>& info) {
                            return std::string(cases()[info.param].label);
                          });
 
-TEST(Stage12Limits, TooLargeHiddenIsRefusedBeforeLaunchSayingWhatFits) {
+TEST(Limits, TooLargeHiddenIsRefusedBeforeLaunchSayingWhatFits) {
   SKIP_WITHOUT_GPU();
   cudaDeviceProp prop{};
   CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
@@ -111,11 +127,17 @@ TEST(Stage12Limits, TooLargeHiddenIsRefusedBeforeLaunchSayingWhatFits) {
   EXPECT_NE(why.find("largest H that fits"), std::string::npos) << why;
 }
 
-TEST(Stage12Flags, TheStageRefusesBadOrContradictoryPins) {  // no GPU needed
+TEST(Flags, TheStageRefusesABadPlan) {  // no GPU needed: refused before anything runs
+  EXPECT_THROW(apply_stage_flags(*make(), {"--plan", "5"}), std::invalid_argument);
+}
+
+#if LSTM_PLAN_HAS_REGISTER_KERNEL
+TEST(Flags, TheStageRefusesBadOrContradictoryPins) {  // no GPU needed
   EXPECT_THROW(apply_stage_flags(*make(), {"--weights", "smem"}), std::invalid_argument);
   EXPECT_THROW(apply_stage_flags(*make(), {"--plan", "4,256", "--weights", "registers"}),
                std::invalid_argument);
 }
+#endif
 
 }  // namespace
 }  // namespace lstm::LSTM_STAGE_NAMESPACE
