@@ -38,10 +38,11 @@ STAGE_08_TESTS = "forward_08_published_h"
 # as are their runs in gpu_tests.
 STAGE_11_TESTS = "forward_11_batch_groups"
 STAGE_12_TESTS = "forward_12_small_batch_registers"
-# Training stages 06 and 07 share one GPU test source; their tests are named after the stage
+# Training stages 06, 07 and 08 share one GPU test source; their tests are named after the stage
 # (training_07_staged_dz.Plans/..., tests/CMakeLists.txt), as are their runs in gpu_tests.
 TRAINING_06_TESTS = "training_06_persistent"
 TRAINING_07_TESTS = "training_07_staged_dz"
+TRAINING_08_TESTS = "training_08_tiled_backward_product"
 # issue 21: the re-sequenced persistent steps (their mutations: the block after stage 08's)
 FORWARD_09_TESTS = "forward_09_register_tiled"
 FORWARD_10_TESTS = "forward_10_chunked_staging"
@@ -275,6 +276,14 @@ MUTATIONS = [
      "stages/training/07_staged_dz/plan.cpp",
      "if (quads <= carried && b.shared_bytes <= device.shared_bytes) break;",
      "if (b.shared_bytes <= device.shared_bytes) break;", "cpu"),
+    # ---- training stage 08 (the backward's product register-tiled over the batch rows)
+    ("gpu", "training stage 08 skips a block's last row tile where it is short",
+     "stages/training/08_tiled_backward_product/backward_kernel.cuh",
+     "if (warp >= items || tile_row >= rows) continue;",
+     "if (warp >= items || tile_row + TR > rows) continue;", "gpu", TRAINING_08_TESTS),
+    ("gpu", "training stage 08 multiplies every row of a tile with the dz of the tile's first row",
+     "stages/training/08_tiled_backward_product/backward_kernel.cuh",
+     "buffer[(tile_row + r) * C4 + i]", "buffer[tile_row * C4 + i]", "gpu", TRAINING_08_TESTS),
     ("cpu", "stage 11's planner leaves out the last, partly filled batch slice",
      "stages/forward/11_batch_groups/plan.cpp", "plan.slices = ceil_div(s.batch, g * rows);",
      "plan.slices = s.batch / (g * rows);", "cpu"),

@@ -28,6 +28,9 @@
 #ifndef LSTM_PLAN_HAS_BACKWARD_CHUNKS
 #define LSTM_PLAN_HAS_BACKWARD_CHUNKS 0
 #endif
+#ifndef LSTM_PLAN_HAS_BACKWARD_TILES
+#define LSTM_PLAN_HAS_BACKWARD_TILES 0
+#endif
 
 namespace lstm::LSTM_STAGE_NAMESPACE {  // the stage's, as its build names it
 namespace {
@@ -167,7 +170,13 @@ void expect_backward_plan(const BackwardPlan& b, const ProblemSize& s, const Dev
   EXPECT_EQ(b.slices, ceil_div(s.batch, b.batch_groups * b.group_rows));
   EXPECT_EQ(b.k_slices, backward_k_slices(b.group_rows));
   // The warps of a block cover its row quads, k slices each (or one slice, several quads each).
-  const int warps = kBackwardThreads / kWarpSize, quads = ceil_div(b.group_rows, kLanesRows);
+#if LSTM_PLAN_HAS_BACKWARD_TILES  // a warp's lanes cover 4 tiles of tile_rows rows each
+  EXPECT_EQ(b.tile_rows, backward_tile_rows(b.group_rows));
+  const int span = kLanesRows * b.tile_rows;
+#else
+  const int span = kLanesRows;
+#endif
+  const int warps = kBackwardThreads / kWarpSize, quads = ceil_div(b.group_rows, span);
   EXPECT_TRUE(quads * b.k_slices <= warps || b.k_slices == 1);
   EXPECT_EQ(b.shared_bytes, backward_bytes(b, s.hidden));
   EXPECT_LE(b.shared_bytes, device.shared_bytes);
@@ -176,7 +185,7 @@ void expect_backward_plan(const BackwardPlan& b, const ProblemSize& s, const Dev
   // cover the 4H gate rows, whole float4, the last one not empty; a thread carries its share.
   EXPECT_LE(b.group_rows, kMaxBackwardRows);
   EXPECT_EQ(b.lanes_rows, backward_lanes_rows(b.group_rows));
-  EXPECT_LE(ceil_div(b.group_rows, b.lanes_rows) * b.k_slices, warps);
+  EXPECT_LE(ceil_div(b.group_rows, b.lanes_rows * span / kLanesRows) * b.k_slices, warps);
   EXPECT_GE(b.stage_threads * b.group_rows, kBackwardThreads / 2 + 1);  // 512 / pow2 >= rows
   EXPECT_LE(b.stage_threads * b.group_rows, kBackwardThreads);
   EXPECT_EQ(b.chunk_rows % 4, 0);
@@ -265,7 +274,18 @@ TEST(Plan, SharedMemoryIsTheKernelsLayout) {
   EXPECT_EQ(backward_shared_bytes(100, 5, 3, 16),  // J = 5: two float4 of units, zeros past 5
             (16u * 100 * 2 + 4 * 2 * 16 * 3 + 7 * 5 * 3 + 5 * 3) * sizeof(float));
 #endif
-#if LSTM_PLAN_HAS_BACKWARD
+#if LSTM_PLAN_HAS_BACKWARD_TILES
+  // Tiles of kTileRows (2) rows from 5 rows per block: a warp's 4 row lanes cover 8 rows.
+  EXPECT_EQ(backward_tile_rows(1), 1);
+  EXPECT_EQ(backward_tile_rows(4), 1);
+  EXPECT_EQ(backward_tile_rows(5), kTileRows);
+  EXPECT_EQ(backward_tile_rows(64), kTileRows);
+  EXPECT_EQ(backward_k_slices(1), 16);
+  EXPECT_EQ(backward_k_slices(4), 16);
+  EXPECT_EQ(backward_k_slices(5), 16);
+  EXPECT_EQ(backward_k_slices(17), 5);
+  EXPECT_EQ(backward_k_slices(64), 2);
+#elif LSTM_PLAN_HAS_BACKWARD
   EXPECT_EQ(backward_k_slices(1), 16);
   EXPECT_EQ(backward_k_slices(5), 8);
   EXPECT_EQ(backward_k_slices(64), 1);
@@ -634,8 +654,15 @@ TEST(Plan, DzIsStagedInOneChunkWhereItFitsAndInSeveralOtherwise) {
   const Plan p64 = make_plan(canonical, h100());
   expect_consistent(p64, canonical, h100());
   EXPECT_EQ(p64.backward.group_rows, 16);
+#if LSTM_PLAN_HAS_BACKWARD_TILES  // tiles of 2 rows: 8 k slices, not 4, and their sums take room
+  EXPECT_EQ(p64.backward.tile_rows, 2);
+  EXPECT_EQ(p64.backward.k_slices, 8);
+  EXPECT_EQ(p64.backward.chunk_rows, 664);
+  EXPECT_EQ(p64.backward.chunks, 4);
+#else
   EXPECT_EQ(p64.backward.chunk_rows, 696);
   EXPECT_EQ(p64.backward.chunks, 3);
+#endif
   // H = 1024, B = 4: all of dz (64 KiB) in one buffer beside 128 KiB of W; two buffers would not
   // fit.
   const Plan p1024 = make_plan(size_of(1024, 4), h100());

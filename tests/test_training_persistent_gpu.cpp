@@ -11,7 +11,8 @@
 // H not a multiple of 4. The backward: batch slices, batch groups (one partly filled, one
 // empty), a last block with fewer units, units not a multiple of 4, one batch row per block;
 // where dz is staged in chunks, also several chunks with a short last one (at one, two, four and
-// many batch rows per block, H odd, L = 3, batch slices) and one chunk of all 4H gate rows. Each
+// many batch rows per block, H odd, L = 3, batch slices) and one chunk of all 4H gate rows; where
+// the product is register-tiled over the rows, tiles with a short last one (Bg = 5, 13, 64). Each
 // case is checked against the CPU reference on every gradient and must repeat bit for bit.
 // Also: a hidden size too large for the chip is refused before launch, saying why and what
 // fits. Skipped without a GPU.
@@ -28,6 +29,9 @@
 
 #ifndef LSTM_PLAN_HAS_BACKWARD_CHUNKS
 #define LSTM_PLAN_HAS_BACKWARD_CHUNKS 0
+#endif
+#ifndef LSTM_PLAN_HAS_BACKWARD_TILES
+#define LSTM_PLAN_HAS_BACKWARD_TILES 0
 #endif
 
 namespace lstm::LSTM_STAGE_NAMESPACE {  // the stage's, as its build names it
@@ -102,7 +106,16 @@ const std::vector<PinnedCase>& cases() {
        33},
       {"one_chunk_of_all_rows_b1", ProblemSize{257, 60, 1, 4, 2}, "", Forward::kAny, 1},
       {"auto_h1024_b4_one_chunk", ProblemSize{1024, 64, 4, 3, 1}, "", kRegisters, 1},
-      {"auto_h512_b64_chunks", ProblemSize{512, 64, 64, 3, 1}, "", kShared, 3},
+      // (stage 08: the k slices' sums take more room, so 4 chunks)
+      {"auto_h512_b64_chunks", ProblemSize{512, 64, 64, 3, 1}, "", kShared,
+       3 + LSTM_PLAN_HAS_BACKWARD_TILES},
+#endif
+#if LSTM_PLAN_HAS_BACKWARD_TILES
+      // The product's tiles of rows (from Bg = 5), the last tile of a block short or empty.
+      {"tiles_b5_short_last_tile_chunks", ProblemSize{130, 20, 5, 4, 2}, "--plan 0,0,0,0,1,5,96",
+       Forward::kAny, 6},
+      {"tiles_b13_groups4_units_10", ProblemSize{301, 40, 13, 3, 1}, "--plan 0,0,0,0,4,13"},
+      {"tiles_b64_groups4_j16_chunks", ProblemSize{512, 16, 256, 2, 1}, "--plan 0,0,0,0,4,64"},
 #endif
   };
   return list;
