@@ -63,8 +63,9 @@ class Run:
         values = [rep[key] for rep in self.reps if key in rep]
         return statistics.median(values) if values else None
 
-    def spread(self, key):  # (min, max) of a counter over the repetitions
-        return min(rep[key] for rep in self.reps), max(rep[key] for rep in self.reps)
+    def span(self, key):  # (median, min, max) of a counter over the repetitions; 0s if refused
+        values = [rep[key] for rep in self.reps]
+        return (0, 0, 0) if self.error else (self.med(key), min(values), max(values))
     ms = property(lambda self: self.med("median_ms"))
     us = property(lambda self: self.med("us_per_step_layer"))
     H = property(lambda self: self.shape[0])
@@ -86,10 +87,10 @@ def rel(path):  # relative to the repository where inside it
     return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
 
 def read_json(path, lines=False):
-    """The JSON document in `path`; with `lines`, its records as (line number, object)."""
+    """The JSON document in `path`; with `lines`, its records as ('path:line', object)."""
     try:
         text = Path(path).read_text()
-        found = [(n, json.loads(line)) for n, line in enumerate(text.splitlines(), 1)
+        found = [(f"{path}:{n}", json.loads(line)) for n, line in enumerate(text.splitlines(), 1)
                  if line.strip()] if lines else json.loads(text)
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
         raise InputError(f"{path}: not readable as JSON: {error}") from None
@@ -134,8 +135,7 @@ def read_bench(path, res):
 
 def read_pytorch(path, res):  # the last record of each shape, kind and precision counts
     runs = {}
-    for line, rec in read_json(path, lines=True):
-        where = f"{path}:{line}"
+    for where, rec in read_json(path, lines=True):
         shape = tuple(int(number(rec, key, where)) for key in SIZES)
         rep = {k: number(rec, k, where) for k in ("tflops", "us_per_step_layer")}
         rep.update({f"{s}_ms": number(rec.get("ms"), s, f"{where}: ms") for s in ("median",
@@ -148,8 +148,8 @@ def read_pytorch(path, res):  # the last record of each shape, kind and precisio
     res.runs += runs.values()
 
 def read_checks(path, res):  # canonical.jsonl: the latest check of each stage at each shape
-    for line, rec in read_json(path, lines=True):
-        shape = tuple(int(number(rec, key, f"{path}:{line}")) for key in SIZES)
+    for where, rec in read_json(path, lines=True):
+        shape = tuple(int(number(rec, key, where)) for key in SIZES)
         check = rec.get("check") if isinstance(rec.get("check"), dict) else {}
         status = ("passed" if check.get("passed") is True else
                   "not performed" if check.get("performed") is not True else "FAILED")
@@ -158,8 +158,8 @@ def read_checks(path, res):  # canonical.jsonl: the latest check of each stage a
 
 def read_errors(path, res):  # error_vs_seq.jsonl: y's error; the last record of each point
     runs = {}
-    for line, rec in read_json(path, lines=True):
-        where, check = f"{path}:{line}", rec.get("check")
+    for where, rec in read_json(path, lines=True):
+        check = rec.get("check")
         y = check.get("tensors") if isinstance(check, dict) else None
         y = y.get("y") if isinstance(y, dict) else None
         if not isinstance(rec.get("stage"), str) or rec.get("precision") not in RANK:
@@ -211,11 +211,15 @@ def rows(res, kind, group):
     return sorted(bench + [r for r in res.runs if r.impl == PYTORCH and r.kind == kind
                            and r.shape in {b.shape for b in bench}], key=order)
 
-def canonical(res, kind):  # rows() at the canonical config, with at least one stage
-    runs = rows(res, kind, "canonical")
-    if not any(is_stage(r.impl) for r in runs):
-        raise MissingData(f"no {kind} stage measured at the canonical config")
+def measured(runs, missing):
+    """`runs`, where a stage among them was measured; else MissingData(`missing`)."""
+    if not any(is_stage(r.impl) and not r.error for r in runs):
+        raise MissingData(missing)
     return runs
+
+def canonical(res, kind):  # rows() at the canonical config, with a measured stage
+    return measured(rows(res, kind, "canonical"),
+                    f"no {kind} stage measured at the canonical config")
 
 def stages_of(runs, name, first=0):
     """The stages of the series `name` numbered `first` or up among `runs`, by number."""
@@ -288,12 +292,9 @@ def new_figure(res, runs, title, size, note=None, lead=""):  # note, if not prov
                   fontsize=7.5, color="#555555", x=0.01, ha="left")
     return fig
 
-def spread3(run, key):  # (median, min, max) of a counter over the repetitions; 0s if refused
-    return (0, 0, 0) if run.error else (run.med(key), *run.spread(key))
-
 def errorbar(ax, xs, runs, key, **kw):
     """Points at the repetitions' median of `key`, their bars from its min to its max."""
-    ys, low, high = map(list, zip(*(spread3(r, key) for r in runs)))
+    ys, low, high = map(list, zip(*(r.span(key) for r in runs)))
     return ax.errorbar(xs, ys, yerr=[[y - v for y, v in zip(ys, low)],
                                      [v - y for y, v in zip(ys, high)]], capsize=2, **kw)
 
@@ -384,17 +385,13 @@ def sweep_figure(res, panels, title, lead=""):
 def by_hidden(runs, what=""):  # batch-sweep panels, one per hidden size
     return [(f"{what}H={h}", [r for r in runs if r.H == h], lambda r: r.B, "batch size B")
             for h in sorted({r.H for r in runs})]
-def measured(runs, what):
-    if not any(not r.error for r in runs if is_stage(r.impl)):
-        raise MissingData(f"no measured {what}")
-    return runs
 
 def against_cudnn(res, kind, group, title, pick, lead="", pytorch=False):
     """The stages pick(runs) chooses ({(stage, precision)}) beside cuDNN (and PyTorch)."""
     runs = rows(res, kind, group)
     shown = pick([r for r in runs if is_stage(r.impl)])
     mine = measured([r for r in runs if (r.impl, r.precision) in shown or is_cudnn(r.impl)
-                     or pytorch and r.impl == PYTORCH], f"{kind} stage in the {group}")
+                     or pytorch and r.impl == PYTORCH], f"no measured {kind} stage in the {group}")
     return sweep_figure(res, by_hidden(mine) if group == "batch_sweep" else [
         ("", mine, lambda r: r.H, "hidden size H")], f"{title} ({fixed_sizes(mine)})", lead)
 
@@ -407,22 +404,21 @@ def figure_hidden_sweep(res):
                          " against hidden size", sweep_stages, SWEEP_RULE, pytorch=True)
 def figure_training_sweeps(res):
     batch, hidden = rows(res, "training", "batch_sweep"), rows(res, "training", "hidden_sweep")
-    panels = by_hidden(measured(batch, "training batch sweep"), "batch sweep, ") + [
+    panels = by_hidden(measured(batch, "no measured training batch sweep"), "batch sweep, ") + [
         (f"hidden sweep ({fixed_sizes(hidden)})", hidden, lambda r: r.H, "hidden size H")
     ] * bool(hidden)
     return sweep_figure(res, panels, "LSTM training pass (forward with stash and backward): "
                         f"time per step ({fixed_sizes(batch)})")
 
-def figure_persistent(res):
-    return against_cudnn(res, "forward", "batch_sweep", "The last forward stage of each precision"
-                         " against cuDNN", lambda runs: sweep_stages(runs, 1, earlier=False))
+def figure_persistent(res, kind="forward"):
+    return against_cudnn(res, kind, "batch_sweep", f"The last {kind} stage of each precision "
+                         "against cuDNN", lambda runs: sweep_stages(runs, 1, earlier=False))
 def figure_persistent_steps(res):
     return against_cudnn(res, "forward", "batch_sweep", "The persistent forward stages against "
                          "cuDNN", lambda runs: {(r.impl, r.precision) for r in runs
                                                  if stage_number(r.impl) >= FIRST_PERSISTENT})
 def figure_training_persistent(res):
-    return against_cudnn(res, "training", "batch_sweep", "The last training stage of each "
-                         "precision against cuDNN", lambda runs: sweep_stages(runs, 1, False))
+    return figure_persistent(res, "training")
 
 def bar_panel(ax, runs, values, texts, tops=None, **kw):
     """A bar per run (`values`: (median, min, max)), labelled on a white box above `tops`."""
@@ -462,18 +458,18 @@ def canonical_figure(res, kind, title, size):
     ax_ms, ax = fig.subplots(1, 2, width_ratios=(len(runs if kind == "training" else stages),
                                                  len(stages)))
     base = next(s for s in stages if not s.error)
-    bar_panel(ax, stages, [(0, 0, 0) if s.error else (base.ms / s.ms,) * 3 for s in stages],
-              [s.error or f"{base.ms / s.ms:.2f}×" for s in stages], color=BAR)
+    speedups = [0 if s.error else base.ms / s.ms for s in stages]
+    bar_panel(ax, stages, [(v,) * 3 for v in speedups], [f"{v:.2f}×" for v in speedups], color=BAR)
     for label, r, st in references(runs, stages):
         ax.axhline(base.ms / r.ms, label=f"{label}: {base.ms / r.ms:.2f}×", **st)
     ax.set(title=f"speedup over {base.impl} (higher is better)", ylabel="speedup (×)",
-           ylim=(0, max(base.ms / s.ms for s in stages if not s.error) * 1.25))
+           ylim=(0, max(speedups) * 1.25))
     ax.legend(loc="upper left", fontsize=8.5)
     return fig, ax_ms, runs, stages
 
 def figure_canonical(res):
     fig, ax, runs, stages = canonical_figure(res, "forward", "LSTM forward pass", (14, 5.6))
-    values = [spread3(s, "median_ms") for s in stages]
+    values = [s.span("median_ms") for s in stages]
     bar_panel(ax, stages, values, [f"{v[0]:.3g}" for v in values], color=BAR)
     for label, r, st in references(runs, stages):
         ax.axhline(r.ms, label=f"{label}: {r.ms:.2f} ms", **st)
@@ -485,12 +481,12 @@ def figure_canonical(res):
 def figure_training_canonical(res):
     fig, ax, runs, _ = canonical_figure(res, "training", "LSTM training pass (forward with "
                                         "stash, then backward)", (15, 5.8))
-    forward, backward = ([0 if r.error else r.med(k) or 0 for r in runs]
+    forward, backward = ([r.med(k) or 0 for r in runs]
                          for k in ("forward_ms", "backward_ms"))
     hatch = dict(hatch=["" if is_stage(r.impl) else "///" for r in runs], ec="white", lw=0)
     ax.bar(range(len(runs)), backward, bottom=forward, width=0.7, color=BACKWARD,
            label="backward (median)", **hatch)
-    totals = [spread3(r, "median_ms") for r in runs]  # the total, timed on its own
+    totals = [r.span("median_ms") for r in runs]  # the total, timed on its own
     bar_panel(ax, runs, [(f, f, f) for f in forward], [f"{t[0]:.3g}" for t in totals],
               [max(f + b, t[2]) for f, b, t in zip(forward, backward, totals)], color=BAR,
               label="forward with stash (median)", **hatch)
@@ -510,7 +506,7 @@ def figure_fp32_fraction(res):
     shown = fp32 + [r for _, r, _ in references(runs, fp32)]
     fig = new_figure(res, runs, f"Share of the measured FP32 FMA rate ({peak:.1f} TFLOP/s) at the "
                      f"canonical config ({shape_label(runs[0])})", (13, 5.4))
-    ax, shares = fig.subplots(), [spread3(r, "tflops") for r in shown]
+    ax, shares = fig.subplots(), [r.span("tflops") for r in shown]
     bar_panel(ax, shown, [[100 * v / peak for v in s] for s in shares],
               [f"{100 * s[0] / peak:.1f} %\n{s[0]:.1f} TF/s" for s in shares],
               color=[BAR if is_stage(r.impl) else "black" if is_cudnn(r.impl) else PYTORCH_COLOR
@@ -519,23 +515,22 @@ def figure_fp32_fraction(res):
            ylim=(0, max(100 * s[2] / peak for s in shares) * 1.2))
     return fig
 
-def error_lines(res):  # {'forward/13_tensor_cores FP16': its runs by T, ...}, and all runs
+def error_lines(res):  # {'forward/13_tensor_cores FP16': its runs by T, ...}, all, their note
     if not res.errors:
         raise MissingData(f"no error_vs_seq.jsonl in {rel(res.folder)}")
     lines = {}
     for r in sorted(res.errors, key=lambda r: (RANK[r.precision], is_cudnn(r.impl), r.impl, r.T)):
         name = display(r.impl).removesuffix("_" + r.precision)
         lines.setdefault(f"{name} {r.precision.upper()}", []).append(r)
-    return lines, sum(lines.values(), [])
-def error_note(res, runs):
-    return (f"{origin(res, runs)}: one checked run per point ({fixed_sizes(runs)}); y's relative-"
-            "norm error against the FP64 CPU reference on the same inputs (in FP16 and BF16 "
-            "rounded to 16 bits).")
+    runs = sum(lines.values(), [])
+    return lines, runs, (f"{origin(res, runs)}: one checked run per point ({fixed_sizes(runs)});"
+                         " y's relative-norm error against the FP64 CPU reference on the same "
+                         "inputs (in FP16 and BF16 rounded to 16 bits).")
 
 def figure_error_vs_seq(res):
-    lines, runs = error_lines(res)
+    lines, runs, note = error_lines(res)
     fig = new_figure(res, runs, "Error of y against the FP64 reference versus the sequence length "
-                     f"T ({fixed_sizes(runs)})", (10, 5.6), error_note(res, runs))
+                     f"T ({fixed_sizes(runs)})", (10, 5.6), note)
     ax = fig.subplots()
     for label, group in lines.items():  # one colour per precision; cuDNN dashed, hollow squares
         cudnn, color = is_cudnn(group[0].impl), PALETTE[RANK[group[0].precision]]
@@ -640,8 +635,8 @@ def stage_paragraph(res, stage):
                       f"{r.med('backward_ms'):.2f} ms, each timed on its own"
                       if r.med("backward_ms") is not None else "")
             text += (f"{', a training pass' * (r.kind == 'training')}: **{r.ms:.2f} ms** "
-                     f"(fastest run {r.spread('min_ms')[0]:.2f}, slowest "
-                     f"{r.spread('max_ms')[1]:.2f}), {r.med('tflops'):.2f} TFLOP/s, "
+                     f"(fastest run {r.span('min_ms')[1]:.2f}, slowest "
+                     f"{r.span('max_ms')[2]:.2f}), {r.med('tflops'):.2f} TFLOP/s, "
                      f"{r.us:.1f} µs per step and layer{phases}.")
             first = next(s for s in runs if series(s.impl) == series(r.impl) and not s.error)
             said = [f"{ratio(s.ms, r.ms)} over `{s.impl}`" for s in
@@ -684,11 +679,11 @@ def barrier_table(res):  # the grid-wide barrier's cost per block count (grid_sy
 def error_table(res):  # y's error per T (rows) and implementation and precision (columns)
     if not res.errors:
         return f"Not measured yet: no error_vs_seq.jsonl in {rel(res.folder)}."
-    (lines, runs), value = error_lines(res), lambda r: f"{r.med('y'):.1e}" + (
+    (lines, runs, note), value = error_lines(res), lambda r: f"{r.med('y'):.1e}" + (
         " (check FAILED)" * (not r.med("passed")))  # 2 significant digits
     at = {(label, r.T): r for label, group in lines.items() for r in group}
     return markdown(["T", *lines], [[str(t)] + [cell(at.get((label, t)), value) for label in lines]
-                                    for t in sorted({r.T for r in runs})], error_note(res, runs))
+                                    for t in sorted({r.T for r in runs})], note)
 
 # --- README sections and the command line ----------------------------------------------------
 
