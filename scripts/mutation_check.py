@@ -26,33 +26,20 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 
+
+def stage_tests(file):
+    """The CTest -R regex of the stage whose folder holds `file`, or None outside stages/."""
+    match = re.match(r"stages/(\w+)/(\d\d_\w+)/", file)
+    return f"{match.group(1)}_{match.group(2)}" if match else None
+
+
 # (kind, what the mutation breaks, file, exact text, replacement, CTest label that must fail
 #  [, the names of the tests to run: a CTest -R regex])
-# GPU mutations run only the tests of the stage they break (default: stage 00's): the other
-# stages' tests do not exercise it and would only slow the check down.
-STAGE_00_TESTS = "forward_00_naive"
-STAGE_07_TESTS = "forward_07_persistent_barrier"
-STAGE_08_TESTS = "forward_08_published_h"
-# Stages 11 and 12 share one GPU test source (test_forward_persistent_gpu.cpp); their tests are
-# named after the stage (forward_12_small_batch_registers.Plans/Pinned..., tests/CMakeLists.txt),
-# as are their runs in gpu_tests.
-STAGE_11_TESTS = "forward_11_batch_groups"
-STAGE_12_TESTS = "forward_12_small_batch_registers"
-# Training stages 06, 07 and 08 share one GPU test source; their tests are named after the stage
-# (training_07_staged_dz.Plans/..., tests/CMakeLists.txt), as are their runs in gpu_tests.
-TRAINING_06_TESTS = "training_06_persistent"
-TRAINING_07_TESTS = "training_07_staged_dz"
-TRAINING_08_TESTS = "training_08_tiled_backward_product"
-# issue 21: the re-sequenced persistent steps (their mutations: the block after stage 08's)
-FORWARD_09_TESTS = "forward_09_register_tiled"
-FORWARD_10_TESTS = "forward_10_chunked_staging"
-# Stages 13 and 14 share one test source; each stage's tensor-core tests are named after it
-# (forward_13_tensor_cores.Shapes/..., tests/CMakeLists.txt), as are its runs in gpu_tests.
-STAGE_13_TESTS = "forward_13_tensor_cores"
-STAGE_14_TESTS = "forward_14_input_gemm_16bit"
-STAGE_15_TESTS = "forward_15_published_h_16bit"
-STAGE_16_TESTS = "forward_16_graph_of_a_pass"
-STAGE_17_TESTS = "forward_17_weights_prepared_once"
+# GPU mutations run only the tests of the stage they break: by default the tests named after the
+# stage whose folder holds the file (stages/training/07_staged_dz/... -> training_07_staged_dz:
+# each stage's GPU tests and its runs in gpu_tests carry that name, tests/CMakeLists.txt); the
+# other stages' tests do not exercise it and would only slow the check down. A GPU mutation
+# outside a stage's folder names its tests.
 MUTATIONS = [
     ("gpu", "stage 00 swaps the f and g gates in the cell update", "stages/forward/00_naive/stage.cu",
      "cell_.data(), gates_[0].data(), gates_[1].data(), gates_[2].data()",
@@ -66,122 +53,113 @@ MUTATIONS = [
      "  if (index >= count - 1) return;\n  hidden_out[index]",
      "gpu"),
     ("gpu", "stage 07 drops the grid barrier: blocks read h_{t-1} before its owners wrote it",
-     "stages/forward/07_persistent_barrier/kernel.cuh", "    grid.sync();\n", "", "gpu",
-     STAGE_07_TESTS),
+     "stages/forward/07_persistent_barrier/kernel.cuh", "    grid.sync();\n", "", "gpu"),
     ("gpu", "stage 07 launches one block too few: the last block's units have no owner",
      "stages/forward/07_persistent_barrier/stage.cu", "f.blocks = ceil_div(H, J);",
-     "f.blocks = ceil_div(H, J) - 1;", "gpu", STAGE_07_TESTS),
+     "f.blocks = ceil_div(H, J) - 1;", "gpu"),
     ("gpu", "stage 07 adds only the first k slice's partial sums",
      "stages/forward/07_persistent_barrier/kernel.cuh",
      "for (int s = 0; s < S; ++s) {  // fixed order", "for (int s = 0; s < 1; ++s) {  // fixed order",
-     "gpu", STAGE_07_TESTS),
+     "gpu"),
     ("gpu", "stage 08 reads h_{t-1} without waiting for it to be published",
-     "stages/forward/08_published_h/primitives.cuh", "if (!missing) return;", "return;", "gpu",
-     STAGE_08_TESTS),
+     "stages/forward/08_published_h/primitives.cuh", "if (!missing) return;", "return;", "gpu"),
     ("gpu", "stage 08 publishes h_t into the slot of h_{t-1}: readers wait, the kernel traps",
      "stages/forward/08_published_h/kernel.cuh",
      "float* h_next = a.exchange + static_cast<std::size_t>(t + 1) * rows * H;",
-     "float* h_next = a.exchange + static_cast<std::size_t>(t) * rows * H;", "gpu", STAGE_08_TESTS),
+     "float* h_next = a.exchange + static_cast<std::size_t>(t) * rows * H;", "gpu"),
     ("gpu", "stage 08 leaves the last block's units unpublished (one block too few)",
      "stages/forward/08_published_h/stage.cu", "f.blocks = ceil_div(H, J);",
-     "f.blocks = ceil_div(H, J) - 1;", "gpu", STAGE_08_TESTS),
+     "f.blocks = ceil_div(H, J) - 1;", "gpu"),
     # ---- issue 21: the re-sequenced persistent steps, forward 09_register_tiled and
     # 10_chunked_staging (each mutation breaks the idea its stage adds; the tests that catch
     # it: the stage's runs at the odd shapes, the PyTorch fixture and H = 1300, B = 9).
     ("gpu", "forward 09 stages h_{t-1} with the unpadded row stride: the tiles read shifted rows",
      "stages/forward/09_register_tiled/kernel.cuh", "h_flat[(i % H) * 4 * Bh4 + i / H]",
-     "h_flat[(i % H) * Bp + i / H]", "gpu", FORWARD_09_TESTS),
+     "h_flat[(i % H) * Bp + i / H]", "gpu"),
     ("gpu", "forward 09's k slices end one row early: the last row of h_{t-1} is never multiplied",
      "stages/forward/09_register_tiled/kernel.cuh", "k_end = (k_slice + 1) * H / a.k_slices;",
-     "k_end = (k_slice + 1) * (H - 1) / a.k_slices;", "gpu", FORWARD_09_TESTS),
+     "k_end = (k_slice + 1) * (H - 1) / a.k_slices;", "gpu"),
     ("gpu", "forward 09 writes a tile's partial sums at its float4 offset, not its column offset",
      "stages/forward/09_register_tiled/kernel.cuh", "batch_tile * kTileBatch);",
-     "batch_tile * kTile4);", "gpu", FORWARD_09_TESTS),
+     "batch_tile * kTile4);", "gpu"),
     ("gpu", "forward 10's last chunk of h_{t-1} is one row short: staged and multiplied without it",
      "stages/forward/10_chunked_staging/kernel.cuh",
      "const int last_rows = H - (a.chunks - 1) * a.chunk_rows;",
-     "const int last_rows = H - (a.chunks - 1) * a.chunk_rows - 1;", "gpu", FORWARD_10_TESTS),
+     "const int last_rows = H - (a.chunks - 1) * a.chunk_rows - 1;", "gpu"),
     ("gpu", "forward 10 loads the next chunk from a row offset without the row width",
      "stages/forward/10_chunked_staging/kernel.cuh",
      "const float4* source = h_prev + static_cast<std::size_t>(chunk) * a.chunk_rows * Bp4;",
-     "const float4* source = h_prev + static_cast<std::size_t>(chunk) * a.chunk_rows;", "gpu",
-     FORWARD_10_TESTS),
+     "const float4* source = h_prev + static_cast<std::size_t>(chunk) * a.chunk_rows;", "gpu"),
     ("gpu", "forward 10 never publishes the padding columns of h_t: their readers wait, the kernel traps",
      "stages/forward/10_chunked_staging/kernel.cuh", "          store_relaxed(published, 0.0f);",
-     "          (void)published;", "gpu", FORWARD_10_TESTS),
+     "          (void)published;", "gpu"),
     # ---- end of issue 21's block
     # ---- forward stage 13 (tensor cores): tests/test_tensor_cores_gpu.cpp must catch each.
     ("gpu", "stage 13 reads k rows 8-15 of each B fragment from rows 0-7 (a wrong fragment layout)",
      "stages/forward/13_tensor_cores/kernel.cuh", "h_fragment[4 * S + n * kMmaColumns]",
-     "h_fragment[n * kMmaColumns]", "gpu", STAGE_13_TESTS),
+     "h_fragment[n * kMmaColumns]", "gpu"),
     ("gpu", "stage 13 stores W's A fragments with rows and k halves mixed up",
      "stages/forward/13_tensor_cores/kernel.cuh", "fragment_lane / 4 + 8 * (r & 1);",
-     "fragment_lane / 4 + 8 * (r >> 1);", "gpu", STAGE_13_TESTS),
+     "fragment_lane / 4 + 8 * (r >> 1);", "gpu"),
     ("gpu", "stage 13 adds only the first k slice's partial sums",
      "stages/forward/13_tensor_cores/kernel.cuh", "for (int s = 0; s < a.k_slices; ++s) {",
-     "for (int s = 0; s < 1; ++s) {", "gpu", STAGE_13_TESTS),
+     "for (int s = 0; s < 1; ++s) {", "gpu"),
     # ---- forward stage 14 (the input GEMM in 16 bits): the same test source must catch each.
     ("gpu", "stage 14 rounds only the first layer's input sequence: the layers above read a stale buffer",
      "stages/forward/14_input_gemm_16bit/stage.cu",
      "      round_to_16_bits(input_sequence, input_16_.data(),",
-     "      if (layer == 0) round_to_16_bits(input_sequence, input_16_.data(),", "gpu",
-     STAGE_14_TESTS),
+     "      if (layer == 0) round_to_16_bits(input_sequence, input_16_.data(),", "gpu"),
     ("gpu", "stage 14 rounds the first layer's W_ih for every layer",
      "stages/forward/14_input_gemm_16bit/stage.cu", "round_to_16_bits(t.w_ih[layer], w_ih_16_.data(),",
-     "round_to_16_bits(t.w_ih[0], w_ih_16_.data(),", "gpu", STAGE_14_TESTS),
+     "round_to_16_bits(t.w_ih[0], w_ih_16_.data(),", "gpu"),
     # ---- forward stage 15 (h published in 16 bits) and 16 (the pass as one CUDA graph).
     ("gpu", "stage 15 stages the low half of each word twice: columns 1 and 3 read columns 0 and 2",
      "stages/forward/15_published_h_16bit/kernel.cuh", "          at[2] = staged[r].x >> 16;",
-     "          at[2] = staged[r].x & 0xFFFFu;", "gpu", STAGE_15_TESTS),
+     "          at[2] = staged[r].x & 0xFFFFu;", "gpu"),
     ("gpu", "stage 15 publishes zeros as h0 (slot 0)",
      "stages/forward/15_published_h_16bit/primitives.cuh",
      "element_bits<Element>((b < group_batch && row < batch_end)",
-     "element_bits<Element>((false)", "gpu", STAGE_15_TESTS),
+     "element_bits<Element>((false)", "gpu"),
     ("gpu", "stage 15 resets half the exchange buffer's bytes: later steps read stale values",
      "stages/forward/15_published_h_16bit/stage.cu",
-     "s.seq_len * slot * sizeof(std::uint16_t), stream));", "s.seq_len * slot, stream));", "gpu",
-     STAGE_15_TESTS),
+     "s.seq_len * slot * sizeof(std::uint16_t), stream));", "s.seq_len * slot, stream));", "gpu"),
     ("gpu", "stage 16 keeps launching the graph recorded with the first tensors it saw",
      "stages/forward/16_graph_of_a_pass/stage.cu",
      "    if (!same_tensors(t, captured_)) capture(t);",
-     "    if (false && !same_tensors(t, captured_)) capture(t);", "gpu", STAGE_16_TESTS),
+     "    if (false && !same_tensors(t, captured_)) capture(t);", "gpu"),
     # ---- forward stage 17 (the weights prepared once).
     ("gpu", "stage 17 arranges each word's two k in the wrong order",
      "stages/forward/17_weights_prepared_once/kernel.cuh",
      "fragments[n] = pack_pair<Element>(real && k < H ? w_row[k] : 0.0f,",
-     "fragments[n] = pack_pair<Element>(real && k + 1 < H ? w_row[k + 1] : 0.0f,", "gpu",
-     STAGE_17_TESTS),
+     "fragments[n] = pack_pair<Element>(real && k + 1 < H ? w_row[k + 1] : 0.0f,", "gpu"),
     ("gpu", "stage 17's blocks all copy the first unit block's fragments",
      "stages/forward/17_weights_prepared_once/kernel.cuh",
      "a.w_fragments + static_cast<std::size_t>(unit_block) * block_words + i",
-     "a.w_fragments + i", "gpu", STAGE_17_TESTS),
+     "a.w_fragments + i", "gpu"),
     ("gpu", "stage 17 keeps the weights it prepared first when a pass brings other tensors",
      "stages/forward/17_weights_prepared_once/stage.cu",
-     "      prepare_weights(t, stream);       // after the passes already on `stream`\n", "", "gpu",
-     STAGE_17_TESTS),
+     "      prepare_weights(t, stream);       // after the passes already on `stream`\n", "", "gpu"),
     ("gpu", "stage 11 adds only the first k slice's partial sums",
      "stages/forward/11_batch_groups/kernel.cuh", "for (int s = 0; s < a.k_slices; ++s) {",
-     "for (int s = 0; s < 1; ++s) {", "gpu", STAGE_11_TESTS),
+     "for (int s = 0; s < 1; ++s) {", "gpu"),
     ("gpu", "stage 11 reads h_{t-1} without waiting for it to be published",
-     "stages/forward/11_batch_groups/primitives.cuh", "if (!missing) return;", "return;", "gpu",
-     STAGE_11_TESTS),
+     "stages/forward/11_batch_groups/primitives.cuh", "if (!missing) return;", "return;", "gpu"),
     ("gpu", "stage 11 never copies the input parts W_ih x_t into shared memory",
      "stages/forward/11_batch_groups/kernel.cuh",
-     "copy_async_4(input_s + pair * kGates + q, in + q * H);", "(void)in;", "gpu", STAGE_11_TESTS),
+     "copy_async_4(input_s + pair * kGates + q, in + q * H);", "(void)in;", "gpu"),
     ("gpu", "stage 12 (shared-memory kernel) adds only the first k slice's partial sums",
      "stages/forward/12_small_batch_registers/kernel.cuh", "for (int s = 0; s < a.k_slices; ++s) {",
-     "for (int s = 0; s < 1; ++s) {", "gpu", STAGE_12_TESTS),
+     "for (int s = 0; s < 1; ++s) {", "gpu"),
     ("gpu", "stage 12 (register kernel) adds only the first k slice's partial sums",
      "stages/forward/12_small_batch_registers/kernel_registers.cuh", "for (int s = 0; s < slices; ++s) {",
-     "for (int s = 0; s < 1; ++s) {", "gpu", STAGE_12_TESTS),
+     "for (int s = 0; s < 1; ++s) {", "gpu"),
     ("gpu", "stage 12 (both kernels) reads h_{t-1} without waiting for it to be published",
-     "stages/forward/12_small_batch_registers/primitives.cuh", "if (!missing) return;", "return;", "gpu", STAGE_12_TESTS),
+     "stages/forward/12_small_batch_registers/primitives.cuh", "if (!missing) return;", "return;", "gpu"),
     ("gpu", "stage 12 (register kernel) skips the butterfly across lanes",
-     "stages/forward/12_small_batch_registers/kernel_registers.cuh", "    sum_over_k_lanes(acc, lane, lanes_k);", "", "gpu",
-     STAGE_12_TESTS),
+     "stages/forward/12_small_batch_registers/kernel_registers.cuh", "    sum_over_k_lanes(acc, lane, lanes_k);", "", "gpu"),
     ("gpu", "stage 12 (register kernel) never adds the input parts it computes",
      "stages/forward/12_small_batch_registers/kernel_registers.cuh", "if (own_inputs) add_input_part(t);",
-     "if (false) add_input_part(t);", "gpu", STAGE_12_TESTS),
+     "if (false) add_input_part(t);", "gpu"),
     ("gpu", "training stage 00 drops the forget gate from dc_{t-1}",
      "stages/training/00_naive/stage.cu", "  dc_rec[index] = dc[index] * forget_gate[index];",
      "  dc_rec[index] = dc[index];", "gpu", "training_00_naive"),
@@ -226,52 +204,51 @@ MUTATIONS = [
      "training_05_layer_wavefront"),
     ("gpu", "training stage 06's backward reads dz_{t+1} without waiting for it to be published",
      "stages/training/06_persistent/backward_kernel.cuh",
-     "        wait_published(staged, dz_row, count, base, stride);\n", "", "gpu", TRAINING_06_TESTS),
+     "        wait_published(staged, dz_row, count, base, stride);\n", "", "gpu"),
     ("gpu", "training stage 06 launches the backward with one block too few: its units' dz never comes",
      "stages/training/06_persistent/stage.cu", "launch(kBackwardKernel, &args, plan.blocks(),",
-     "launch(kBackwardKernel, &args, plan.blocks() - 1,", "gpu", TRAINING_06_TESTS),
+     "launch(kBackwardKernel, &args, plan.blocks() - 1,", "gpu"),
     ("gpu", "training stage 06's backward drops the forget gate from dc_{t-1}",
-     "stages/training/06_persistent/backward_kernel.cuh", "dc_s[p] = dc * f;", "dc_s[p] = dc;", "gpu",
-     TRAINING_06_TESTS),
+     "stages/training/06_persistent/backward_kernel.cuh", "dc_s[p] = dc * f;", "dc_s[p] = dc;", "gpu"),
     ("gpu", "training stage 06's backward adds only the first k slice's partial sums",
      "stages/training/06_persistent/backward_kernel.cuh", "for (int s = 0; s < S; ++s)\n      sum +=",
-     "for (int s = 0; s < 1; ++s)\n      sum +=", "gpu", TRAINING_06_TESTS),
+     "for (int s = 0; s < 1; ++s)\n      sum +=", "gpu"),
     ("gpu", "training stage 06's forward (both kernels) drops the forget gate from the stash",
      "stages/training/06_persistent/primitives.cuh",
      "gates[0] = i_gate, gates[H] = f_gate, gates[2 * H] = g_gate,",
-     "gates[0] = i_gate, gates[2 * H] = g_gate,", "gpu", TRAINING_06_TESTS),
+     "gates[0] = i_gate, gates[2 * H] = g_gate,", "gpu"),
     ("gpu", "training stage 06's forward (both kernels) keeps c_t in the slot of c_{t-1}",
      "stages/training/06_persistent/primitives.cuh", "a.cell[(t + 1) * state + out] = c;",
-     "a.cell[t * state + out] = c;", "gpu", TRAINING_06_TESTS),
+     "a.cell[t * state + out] = c;", "gpu"),
     ("gpu", "training stage 06's forward (both kernels) keeps h_t in the slot of h_{t-1}",
      "stages/training/06_persistent/primitives.cuh", "a.h_seq[(t + 1) * state + out] = h;",
-     "a.h_seq[t * state + out] = h;", "gpu", TRAINING_06_TESTS),
+     "a.h_seq[t * state + out] = h;", "gpu"),
     ("gpu", "training stage 06 fills the forward's exchange buffer with zeros, not the sentinel",
      "stages/training/06_persistent/stage.cu", "cudaMemsetAsync(exchange_.data() + slot, 0xFF,",
-     "cudaMemsetAsync(exchange_.data() + slot, 0x00,", "gpu", TRAINING_06_TESTS),
+     "cudaMemsetAsync(exchange_.data() + slot, 0x00,", "gpu"),
     ("gpu", "training stage 06's forward (register kernel) skips the butterfly across lanes",
      "stages/training/06_persistent/kernel_registers.cuh",
-     "    sum_over_k_lanes(acc, lane, lanes_k);\n", "", "gpu", TRAINING_06_TESTS),
+     "    sum_over_k_lanes(acc, lane, lanes_k);\n", "", "gpu"),
     ("gpu", "training stage 06's forward (register kernel) adds only the first k slice's partial sums",
      "stages/training/06_persistent/kernel_registers.cuh", "for (int s = 0; s < slices; ++s) {",
-     "for (int s = 0; s < 1; ++s) {", "gpu", TRAINING_06_TESTS),
+     "for (int s = 0; s < 1; ++s) {", "gpu"),
     ("gpu", "training stage 06's forward (register kernel) never adds the input parts it computes",
      "stages/training/06_persistent/kernel_registers.cuh", "if (own_inputs) add_input_part(t);",
-     "if (false) add_input_part(t);", "gpu", TRAINING_06_TESTS),
+     "if (false) add_input_part(t);", "gpu"),
     ("gpu", "training stage 06's forward (shared-memory kernel) adds only the first k slice's partial sums",
      "stages/training/06_persistent/kernel.cuh", "for (int s = 0; s < a.k_slices; ++s) {",
-     "for (int s = 0; s < 1; ++s) {", "gpu", TRAINING_06_TESTS),
+     "for (int s = 0; s < 1; ++s) {", "gpu"),
     ("gpu", "training stage 06's forward (shared-memory kernel) keeps every batch group's stash in the first group's rows",
      "stages/training/06_persistent/kernel.cuh", "published, a, t, first_row + pb, unit);",
-     "published, a, t, a.batch_begin + pb, unit);", "gpu", TRAINING_06_TESTS),
+     "published, a, t, a.batch_begin + pb, unit);", "gpu"),
     # ---- training stage 07 (dz staged in shared memory in double-buffered chunks)
     ("gpu", "training stage 07 loads every chunk of dz from the first chunk's gate rows",
      "stages/training/07_staged_dz/backward_kernel.cuh",
      "staged[r] = load_relaxed(dz_row + chunk * C4 + i);",
-     "staged[r] = load_relaxed(dz_row + i);", "gpu", TRAINING_07_TESTS),
+     "staged[r] = load_relaxed(dz_row + i);", "gpu"),
     ("gpu", "training stage 07 takes the last chunk of dz as long as the others",
      "stages/training/07_staged_dz/backward_kernel.cuh",
-     "last4 = H - (a.chunks - 1) * C4;", "last4 = C4;", "gpu", TRAINING_07_TESTS),
+     "last4 = H - (a.chunks - 1) * C4;", "last4 = C4;", "gpu"),
     ("cpu", "training stage 07's planner gives a thread more of a chunk of dz than it carries",
      "stages/training/07_staged_dz/plan.cpp",
      "if (quads <= carried && b.shared_bytes <= device.shared_bytes) break;",
@@ -280,10 +257,10 @@ MUTATIONS = [
     ("gpu", "training stage 08 skips a block's last row tile where it is short",
      "stages/training/08_tiled_backward_product/backward_kernel.cuh",
      "if (warp >= items || tile_row >= rows) continue;",
-     "if (warp >= items || tile_row + TR > rows) continue;", "gpu", TRAINING_08_TESTS),
+     "if (warp >= items || tile_row + TR > rows) continue;", "gpu"),
     ("gpu", "training stage 08 multiplies every row of a tile with the dz of the tile's first row",
      "stages/training/08_tiled_backward_product/backward_kernel.cuh",
-     "buffer[(tile_row + r) * C4 + i]", "buffer[tile_row * C4 + i]", "gpu", TRAINING_08_TESTS),
+     "buffer[(tile_row + r) * C4 + i]", "buffer[tile_row * C4 + i]", "gpu"),
     ("cpu", "stage 11's planner leaves out the last, partly filled batch slice",
      "stages/forward/11_batch_groups/plan.cpp", "plan.slices = ceil_div(s.batch, g * rows);",
      "plan.slices = s.batch / (g * rows);", "cpu"),
@@ -335,8 +312,10 @@ def check_texts(args):
     problems = [f"label used twice: {label}" for label in sorted(set(labels))
                 if labels.count(label) > 1]
     mutations = selected(args)
-    for kind, label, file, text, replacement, *_ in mutations:
+    for kind, label, file, text, replacement, *rest in mutations:
         path = ROOT / file
+        if kind == "gpu" and len(rest) < 2 and stage_tests(file) is None:
+            problems.append(f"{label}: a GPU mutation outside stages/ must name its tests")
         if not path.is_file():
             problems.append(f"{label}: no file {file}")
         elif (count := path.read_text().count(text)) != 1:
@@ -398,7 +377,7 @@ def main():
             ctest = ["ctest", "--test-dir", args.build, "-L", test_label, "--parallel", "4",
                      "--timeout", str(args.test_timeout)]
             if kind == "gpu":
-                ctest += ["-R", tests[0] if tests else STAGE_00_TESTS]
+                ctest += ["-R", tests[0] if tests else stage_tests(file)]
             if run(ctest, "/tmp/mutation_test.log") == 0:
                 results.append(f"MISSED  {label}: every '{test_label}' test still passes")
                 ok = False
