@@ -194,6 +194,8 @@ class PersistentStage final : public Stage {
     fragments_.allocate(fragment_bytes(s, plan_) / sizeof(uint4));
     CUDA_CHECK(cudaStreamCreateWithFlags(&capture_stream_, cudaStreamNonBlocking));
     prepare_weights(t, capture_stream_);
+    // The graph is launched on the caller's stream, which nothing orders after this one.
+    CUDA_CHECK(cudaStreamSynchronize(capture_stream_));
     capture(t);
   }
 
