@@ -261,6 +261,13 @@ MUTATIONS = [
     ("gpu", "training stage 08 multiplies every row of a tile with the dz of the tile's first row",
      "stages/training/08_tiled_backward_product/backward_kernel.cuh",
      "buffer[(tile_row + r) * C4 + i]", "buffer[tile_row * C4 + i]", "gpu"),
+    # ---- training stage 11 (the weight gradients on their own stream, beside the next layer)
+    ("gpu", "training stage 11 starts a layer's weight gradients without waiting for its dz",
+     "stages/training/11_weight_gradients_beside/stage.cu",
+     "CUDA_CHECK(cudaStreamWaitEvent(weights_stream_, dz_ready_));", "", "gpu"),
+    ("gpu", "training stage 11 gives every layer the same dz buffer",
+     "stages/training/11_weight_gradients_beside/stage.cu",
+     "float* dz = dz_[l % 2].data();", "float* dz = dz_[0].data();", "gpu"),
     ("cpu", "stage 11's planner leaves out the last, partly filled batch slice",
      "stages/forward/11_batch_groups/plan.cpp", "plan.slices = ceil_div(s.batch, g * rows);",
      "plan.slices = s.batch / (g * rows);", "cpu"),
