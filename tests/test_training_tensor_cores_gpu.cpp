@@ -34,8 +34,8 @@ namespace {
 
 struct Case {
   const char* label;
-  ProblemSize size;  // H, I, B, T, L
-  const char* plan;  // --plan tile,threads,groups,rows,backward_groups,backward_rows,chunk
+  ProblemSize size;        // H, I, B, T, L
+  const char* plan;        // --plan tile,threads,groups,rows,backward_groups,backward_rows,chunk
   int forward_chunks = 0;  ///< how many chunks of h the forward's plan must have (0: any)
 };
 
@@ -87,8 +87,7 @@ TEST_P(TrainingTensorCores, GradientsMatchTheFp64ReferenceWithinThePrecisionsBou
   const std::string name = std::string(LSTM_STAGE_DISPLAY_NAME " ") + precision + " " + c.label;
   const auto outputs = testing::run_twice(*stage, params, name, &upstream);
   ASSERT_FALSE(outputs.empty());
-  const CheckReport report =
-      testing::check_against_reference(*stage, params, outputs, &upstream);
+  const CheckReport report = testing::check_against_reference(*stage, params, outputs, &upstream);
   EXPECT_TRUE(report.passed()) << name << " " << c.size.describe() << " (" << plan.describe()
                                << ")\n"
                                << report.describe();
@@ -101,13 +100,13 @@ TEST_P(TrainingTensorCores, GradientsMatchTheFp64ReferenceWithinThePrecisionsBou
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Shapes, TrainingTensorCores,
-    ::testing::Combine(::testing::Range<std::size_t>(0, cases().size()), ::testing::Range(0, 2)),
-    [](const ::testing::TestParamInfo<TrainingTensorCores::ParamType>& info) {
-      return std::string(cases()[std::get<0>(info.param)].label) + "_" +
-             kPrecisions[std::get<1>(info.param)];
-    });
+INSTANTIATE_TEST_SUITE_P(Shapes, TrainingTensorCores,
+                         ::testing::Combine(::testing::Range<std::size_t>(0, cases().size()),
+                                            ::testing::Range(0, 2)),
+                         [](const ::testing::TestParamInfo<TrainingTensorCores::ParamType>& info) {
+                           return std::string(cases()[std::get<0>(info.param)].label) + "_" +
+                                  kPrecisions[std::get<1>(info.param)];
+                         });
 
 // A pass may come with other tensors than the ones prepare() saw (same size): it must read and
 // write those, the weights' 16-bit copies and fragments included.
@@ -116,12 +115,14 @@ TEST(TrainingTensorCoresTensors, APassWithOtherTensorsThanPreparedUsesThem) {
   for (const char* precision : kPrecisions) {
     const ProblemSize size{40, 24, 3, 5, 2};
     std::unique_ptr<Stage> stage = make_stage(precision, "");
-    LstmParams prepared_params = generate_params(size, 11), other_params = generate_params(size, 12);
+    LstmParams prepared_params = generate_params(size, 11),
+               other_params = generate_params(size, 12);
     UpstreamGradients prepared_upstream = generate_upstream(size, 13),
                       other_upstream = generate_upstream(size, 14);
     quantize_problem(stage->precision(), prepared_params, &prepared_upstream);
     quantize_problem(stage->precision(), other_params, &other_upstream);
-    DeviceProblem prepared(prepared_params, &prepared_upstream), other(other_params, &other_upstream);
+    DeviceProblem prepared(prepared_params, &prepared_upstream),
+        other(other_params, &other_upstream);
     ASSERT_EQ(prepare_stage(*stage, prepared), "");
     cudaStream_t stream;
     CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));

@@ -85,7 +85,7 @@ __global__ void __launch_bounds__(kMaxThreads, 1)
   const int rows = max(0, min(a.group_batch, a.batch_end - first_row));
   const std::size_t slot_values = static_cast<std::size_t>(H) * Bp;  // one group, one step
 
-  uint4* w_s = reinterpret_cast<uint4*>(shared);  // [k tile][row tile][lane]: a warp's A fragment, 16 bytes a lane
+  uint4* w_s = reinterpret_cast<uint4*>(shared);  // [k tile][row tile][lane]: A fragments
   unsigned* h_s = reinterpret_cast<unsigned*>(w_s + k_tiles * row_tiles * kWarpSize);
   float* sums_s = reinterpret_cast<float*>(h_s + a.chunk_rows * S);  // [slice][row][Bn]
   float* input_s = sums_s + a.k_slices * rows_mma * Bn;                // [j][Bp][q]

@@ -26,8 +26,8 @@ constexpr double kL2BytesPerClock = 3000;     // what the whole L2 delivers (~5 
 constexpr double kLaunchClocks = 15000;       // launch, weights into shared memory (~8 µs)
 // The forward's (forward stage 17's):
 constexpr double kForwardStepLatency = 1500;  // publish h, see it elsewhere, reduce, update c
-constexpr double kMmaLatency = 300;   // a warp's k tile: fragments, one dependent mma
-constexpr double kSliceClocks = 350;  // one more k slice in the reduction
+constexpr double kMmaLatency = 300;           // a warp's k tile: fragments, one dependent mma
+constexpr double kSliceClocks = 350;          // one more k slice in the reduction
 // The backward's:
 constexpr double kL2RoundTrip = 800;   // one round of loads in flight, under load
 constexpr double kStepLatency = 2000;  // publish dz, see it elsewhere, reduce, cell backward
@@ -83,8 +83,8 @@ void lay_out(ForwardPlan& plan, const ProblemSize& s, const DeviceLimits& device
   plan.chunk_rows = std::min({padded_hidden(H), by_room, by_registers}) / kMmaK * kMmaK;
   if (plan.chunk_rows < kMmaK) {
     const std::size_t rows = static_cast<std::size_t>(plan.tile_groups_units) * kMmaRows;
-    why << "the forward's weight slice (" << rows << " rows x " << padded_hidden(H) << " 16-bit values, "
-        << rows * padded_hidden(H) * 2 / 1024 << " KiB) leaves no room in "
+    why << "the forward's weight slice (" << rows << " rows x " << padded_hidden(H)
+        << " 16-bit values, " << rows * padded_hidden(H) * 2 / 1024 << " KiB) leaves no room in "
         << device.shared_bytes / 1024 << " KiB of shared memory for "
         << "h_{t-1} and the partial sums";
     plan.why = why.str();

@@ -179,8 +179,8 @@ __device__ __forceinline__ float sigmoid(float z) {
 /// (the last layer) and, at the last step, h and c to hy and cy. `a`: the kernel's arguments.
 template <typename Element, typename Args>
 __device__ __forceinline__ void update_cell(const float (&gate)[kGates], float& c,
-                                            std::uint16_t* published, const Args& a, int t,
-                                            int row, int unit) {
+                                            std::uint16_t* published, const Args& a, int t, int row,
+                                            int unit) {
   const float i_gate = sigmoid(gate[0]), f_gate = sigmoid(gate[1]);
   const float g_gate = tanhf(gate[kGateG]), o_gate = sigmoid(gate[3]);
   c = f_gate * c + i_gate * g_gate;

@@ -142,10 +142,9 @@ class PersistentTraining final : public TrainingStage {
       return why.str();
     }
     if (!device.cooperativeLaunch) return "the device does not support cooperative launches";
-    std::string why =
-        check_co_resident(forward_kernel_for(plan.forward, flags_.precision), "forward",
-                          plan.forward.threads,
-                          plan.forward.shared_bytes, plan.forward.blocks(), limits.sm_count);
+    std::string why = check_co_resident(forward_kernel_for(plan.forward, flags_.precision),
+                                        "forward", plan.forward.threads, plan.forward.shared_bytes,
+                                        plan.forward.blocks(), limits.sm_count);
     if (why.empty())
       why = check_co_resident(kBackwardKernel, "backward", kBackwardThreads,
                               plan.backward.shared_bytes, plan.backward.blocks(), limits.sm_count);
@@ -165,8 +164,7 @@ class PersistentTraining final : public TrainingStage {
     const std::size_t exchange = plan.fits ? exchange_values(s, plan.forward) : 0;
     const std::size_t floats = stash + kGates * sequence + (s.layers > 1 ? sequence : 0) +
                                static_cast<std::size_t>(s.seq_len) * s.batch;
-    const std::size_t halves =
-        exchange + w_ih_values(s) + operand_values(s) + kGates * sequence;
+    const std::size_t halves = exchange + w_ih_values(s) + operand_values(s) + kGates * sequence;
     return floats * sizeof(float) + halves * sizeof(std::uint16_t) +
            (plan.fits ? fragment_bytes(s, plan.forward) : 0);
   }
@@ -388,7 +386,8 @@ class PersistentTraining final : public TrainingStage {
     const std::size_t state = static_cast<std::size_t>(s.batch) * s.hidden;
     const ForwardPlan& plan = plan_.forward;
     Layer& kept = layers_[layer];
-    args.w_fragments = fragments_.data() + layer * (fragment_bytes(s, plan) / s.layers / sizeof(uint4));
+    args.w_fragments =
+        fragments_.data() + layer * (fragment_bytes(s, plan) / s.layers / sizeof(uint4));
     args.input_part = kept.gates.data();  // the input GEMM's result, overwritten by the stash
     args.b_ih = t.b_ih[layer];
     args.b_hh = t.b_hh[layer];
