@@ -1,0 +1,166 @@
+// A training stage with the forward on tensor cores (training/10_tensor_cores: this source is
+// compiled once per stage, in the stage's namespace beside its headers, with
+// LSTM_STAGE_DISPLAY_NAME naming it; tests/CMakeLists.txt), in FP16 and in BF16, with its plans
+// left to the planner or pinned through --plan, so that every path of its kernels runs. The
+// forward's tensor-core kernel (forward stage 17's, keeping the stash): H not a multiple of 16
+// (k and the unit rows padded with zeros), I != H and I > H, L = 3 and 4 (the layers above the
+// first read the layer below's h, rounded to 16 bits for the input GEMM), B = 1, B odd, batch
+// groups, batch slices, several chunks of h, the 8-, 16- and 32-column warp tiles, T = 1. The
+// backward (training stage 07's) with batch groups and several chunks of dz. The data are
+// rounded to the precision first, as the harness does (core/quantize.h); each case is checked
+// against the FP64 reference on every output and gradient with the precision's bounds, must
+// repeat bit for bit, and prints its measured errors ([ MEASURED ]). Also: a pass with other
+// tensors than prepare() saw; a too-large H is refused before launch, saying what fits.
+// Skipped without a GPU.
+#include <gtest/gtest.h>
+
+#include <iostream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/quantize.h"
+#include "gpu_test_support.h"
+#include "harness/checked_run.h"
+#include "harness/stage_main.h"
+#include "plan.h"
+
+namespace lstm::LSTM_STAGE_NAMESPACE {  // the stage's, as its build names it
+
+std::unique_ptr<Stage> make();       // FP16 (stage.cu)
+std::unique_ptr<Stage> make_bf16();  // BF16 (stage.cu)
+
+namespace {
+
+struct Case {
+  const char* label;
+  ProblemSize size;        // H, I, B, T, L
+  const char* plan;        // --plan tile,threads,groups,rows,backward_groups,backward_rows,chunk
+  int forward_chunks = 0;  ///< how many chunks of h the forward's plan must have (0: any)
+};
+
+const std::vector<Case>& cases() {
+  static const std::vector<Case> list = {
+      {"B1", ProblemSize{64, 64, 1, 9, 2}, ""},
+      {"B3_odd_H_I_ne_H_L3", ProblemSize{37, 19, 3, 7, 3}, ""},
+      {"L4_H_gt_I_B20", ProblemSize{96, 40, 20, 6, 4}, ""},
+      {"H1", ProblemSize{1, 3, 2, 4, 2}, ""},
+      {"T1", ProblemSize{50, 30, 5, 1, 1}, ""},
+      {"I_gt_H", ProblemSize{45, 100, 6, 5, 2}, ""},
+      {"H520_B1", ProblemSize{520, 520, 1, 6, 1}, ""},
+      {"B130_groups", ProblemSize{130, 50, 130, 4, 2}, ""},
+      {"fwd_chunks_short_last_tile16", ProblemSize{300, 50, 64, 5, 2}, "16,128,1,0", 5},
+      {"fwd_tile8_bwd_chunks_b17", ProblemSize{300, 50, 17, 4, 1}, "8,256,1,0,0,0,96"},
+      {"fwd_tile32_groups3_bwd_groups2", ProblemSize{257, 31, 70, 3, 1}, "32,256,3,0,2"},
+      {"fwd_slices_bwd_slices", ProblemSize{130, 30, 11, 4, 2}, "16,64,1,4,2,2"},
+      {"one_row_per_block", ProblemSize{66, 66, 5, 3, 2}, "8,128,1,1,1,1"},
+  };
+  return list;
+}
+
+const char* kPrecisions[] = {"fp16", "bf16"};
+
+std::unique_ptr<Stage> make_stage(const std::string& precision, const std::string& plan) {
+  std::unique_ptr<Stage> stage = precision == "bf16" ? make_bf16() : make();
+  if (!plan.empty()) apply_stage_flags(*stage, {"--plan", plan});
+  return stage;
+}
+
+class TrainingTensorCores : public ::testing::TestWithParam<std::tuple<std::size_t, int>> {};
+
+TEST_P(TrainingTensorCores, GradientsMatchTheFp64ReferenceWithinThePrecisionsBoundsAndRepeat) {
+  SKIP_WITHOUT_GPU();
+  const Case& c = cases()[std::get<0>(GetParam())];
+  const std::string precision = kPrecisions[std::get<1>(GetParam())];
+  std::unique_ptr<Stage> stage = make_stage(precision, c.plan);
+  ASSERT_EQ(precision_name(stage->precision()), precision);
+  cudaDeviceProp prop{};
+  CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+  const Plan plan = make_plan(c.size, device_limits(prop), parse_plan_request(c.plan));
+  ASSERT_TRUE(plan.fits) << c.plan << ": " << plan.why;
+  if (c.forward_chunks) {
+    EXPECT_EQ(plan.forward.chunks, c.forward_chunks) << plan.describe();
+  }
+  LstmParams params = generate_params(c.size, 7);
+  UpstreamGradients upstream = generate_upstream(c.size, 8);
+  quantize_problem(stage->precision(), params, &upstream);  // as run_stages does
+  const std::string name = std::string(LSTM_STAGE_DISPLAY_NAME " ") + precision + " " + c.label;
+  const auto outputs = testing::run_twice(*stage, params, name, &upstream);
+  ASSERT_FALSE(outputs.empty());
+  const CheckReport report = testing::check_against_reference(*stage, params, outputs, &upstream);
+  EXPECT_TRUE(report.passed()) << name << " " << c.size.describe() << " (" << plan.describe()
+                               << ")\n"
+                               << report.describe();
+  EXPECT_TRUE(report.not_checked.empty()) << report.describe();
+  for (const TensorCheck& tensor : report.tensors) {
+    std::cout << "[ MEASURED ] " << name << " " << c.size.describe() << " " << tensor.name
+              << " relative_norm " << tensor.relative_norm << " max_absolute "
+              << tensor.max_absolute << " (bound " << tensor.bound.max_relative_norm << ", "
+              << tensor.bound.max_absolute << ")\n";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, TrainingTensorCores,
+                         ::testing::Combine(::testing::Range<std::size_t>(0, cases().size()),
+                                            ::testing::Range(0, 2)),
+                         [](const ::testing::TestParamInfo<TrainingTensorCores::ParamType>& info) {
+                           return std::string(cases()[std::get<0>(info.param)].label) + "_" +
+                                  kPrecisions[std::get<1>(info.param)];
+                         });
+
+// A pass may come with other tensors than the ones prepare() saw (same size): it must read and
+// write those, the weights' 16-bit copies and fragments included.
+TEST(TrainingTensorCoresTensors, APassWithOtherTensorsThanPreparedUsesThem) {
+  SKIP_WITHOUT_GPU();
+  for (const char* precision : kPrecisions) {
+    const ProblemSize size{40, 24, 3, 5, 2};
+    std::unique_ptr<Stage> stage = make_stage(precision, "");
+    LstmParams prepared_params = generate_params(size, 11),
+               other_params = generate_params(size, 12);
+    UpstreamGradients prepared_upstream = generate_upstream(size, 13),
+                      other_upstream = generate_upstream(size, 14);
+    quantize_problem(stage->precision(), prepared_params, &prepared_upstream);
+    quantize_problem(stage->precision(), other_params, &other_upstream);
+    DeviceProblem prepared(prepared_params, &prepared_upstream),
+        other(other_params, &other_upstream);
+    ASSERT_EQ(prepare_stage(*stage, prepared), "");
+    cudaStream_t stream;
+    CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    run_for_check(*stage, prepared, stream);
+    const std::vector<OutputTensor> outputs = run_for_check(*stage, other, stream);
+    CUDA_CHECK(cudaStreamDestroy(stream));
+    const CheckReport report =
+        testing::check_against_reference(*stage, other_params, outputs, &other_upstream);
+    EXPECT_TRUE(report.passed()) << precision << "\n" << report.describe();
+  }
+}
+
+TEST(TrainingTensorCoresLimits, TooLargeHiddenIsRefusedBeforeLaunchSayingWhatFits) {
+  SKIP_WITHOUT_GPU();
+  cudaDeviceProp prop{};
+  CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+  for (const char* precision : kPrecisions) {
+    const std::string why =
+        make_stage(precision, "")->unsupported_reason(ProblemSize{4000, 4000, 64, 10, 1}, prop);
+    EXPECT_NE(why.find("do not fit on chip"), std::string::npos) << why;
+    EXPECT_NE(why.find("largest H that fits"), std::string::npos) << why;
+  }
+}
+
+TEST(TrainingTensorCoresFlags, PrecisionAndPlanFlags) {  // no GPU needed
+  std::unique_ptr<Stage> stage = make();
+  EXPECT_EQ(stage->precision(), Precision::kFp16);
+  apply_stage_flags(*stage, {"--precision", "bf16"});
+  EXPECT_EQ(stage->precision(), Precision::kBf16);
+  EXPECT_EQ(make_bf16()->precision(), Precision::kBf16);
+  EXPECT_EQ(make_bf16()->tolerance("grad_weight_hh_l0").max_relative_norm,
+            reduced_precision_tolerance(Precision::kBf16, "grad_weight_hh_l0").max_relative_norm);
+  EXPECT_EQ(make()->tolerance("dx").max_relative_norm,
+            reduced_precision_tolerance(Precision::kFp16, "dx").max_relative_norm);
+  EXPECT_THROW(apply_stage_flags(*make(), {"--precision", "fp32"}), std::invalid_argument);
+  EXPECT_THROW(apply_stage_flags(*make(), {"--plan", "4,256"}), std::invalid_argument);
+  EXPECT_THROW(apply_stage_flags(*make(), {"--plan", "0,0,0,0,0,0,6"}), std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace lstm::LSTM_STAGE_NAMESPACE
