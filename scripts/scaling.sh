@@ -4,7 +4,8 @@
 # GPU tests check it; the training reference of these sizes is over the CPU budget anyway):
 #   strong scaling: global B = 64 and 256;
 #   weak scaling:   B per GPU = 4, 16 and 64 (global B = G times that);
-# and, as the baseline to beat, the inner stage alone on one GPU at every G = 1 shape.
+# and, as the baselines to beat, training stages 07 (the default inner stage) and 05 (faster from
+# some 32 rows up) alone on one GPU at every G = 1 shape.
 # Appends to DIR/scaling.jsonl the harness's --json records with "scaling" (strong, weak or
 # inner_alone), "gpus" and "inner" added, and to DIR/scaling_parts.jsonl the stage's
 # --parts-json records (scatter, per-GPU pass, all-reduce alone, gather). plots/make_plots.py
@@ -23,7 +24,7 @@ while (($#)); do
   esac
 done
 exe=$build/bin/lstm_multigpu_00_data_parallel
-inner=training/07_staged_dz  # the stage's default --inner
+inner=training/07_staged_dz  # the stage's default --inner (recorded with each run)
 if [ ! -x "$exe" ]; then
   echo "scaling: no $exe (is NCCL there? configure says 'NCCL: ...')" >&2
   exit 1
@@ -39,10 +40,11 @@ tmp=$(mktemp)
 trap 'rm -f "$tmp"' EXIT
 shape=(--hidden 1024 --input-size 1024 --seq 100 --layers 4 --no-check)
 
-# run SCALING G B PROGRAM [FLAGS...]: one run; its record goes to scaling.jsonl with the fields.
+# run SCALING G B INNER PROGRAM [FLAGS...]: one run; its record goes to scaling.jsonl with the
+# fields added.
 run() {
-  local scaling=$1 g=$2 batch=$3 program=$4
-  shift 4
+  local scaling=$1 g=$2 batch=$3 inner=$4 program=$5
+  shift 5
   echo "scaling: $scaling G=$g B=$batch $(basename "$program") $*"
   : >"$tmp"
   "$program" "${shape[@]}" --batch "$batch" --json "$tmp" "$@"
@@ -60,13 +62,15 @@ PY
 for g in 1 2 4 8; do
   ((g <= gpus)) || continue
   for batch in 64 256; do
-    run strong "$g" "$batch" "$exe" --gpus "$g" --parts-json "$out/scaling_parts.jsonl"
+    run strong "$g" "$batch" "$inner" "$exe" --gpus "$g" --parts-json "$out/scaling_parts.jsonl"
   done
   for per_gpu in 4 16 64; do
-    run weak "$g" $((per_gpu * g)) "$exe" --gpus "$g" --parts-json "$out/scaling_parts.jsonl"
+    run weak "$g" $((per_gpu * g)) "$inner" "$exe" --gpus "$g" --parts-json "$out/scaling_parts.jsonl"
   done
 done
-for batch in 4 16 64 256; do
-  run inner_alone 1 "$batch" "$build/bin/lstm_${inner//\//_}"
+for alone in "$inner" training/05_layer_wavefront; do
+  for batch in 4 16 64 256; do
+    run inner_alone 1 "$batch" "$alone" "$build/bin/lstm_${alone//\//_}"
+  done
 done
 echo "scaling: records appended to $out/scaling.jsonl and $out/scaling_parts.jsonl"

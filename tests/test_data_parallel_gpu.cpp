@@ -42,7 +42,7 @@ void check_with_flags(const ProblemSize& size, const std::vector<std::string>& f
 
 struct SplitCase {
   const char* label;
-  ProblemSize size;  // {H, I, B, T, L}
+  ProblemSize size;   // {H, I, B, T, L}
   const char* inner;  // "" = the stage's default
 };
 

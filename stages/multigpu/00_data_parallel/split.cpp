@@ -25,8 +25,7 @@ std::string split_refusal(int batch, int gpus, int visible) {
   }
   if (gpus > batch) {
     return "--gpus " + std::to_string(gpus) + " splits a batch of " + std::to_string(batch) +
-           " rows: every GPU needs at least one row (at most --gpus " + std::to_string(batch) +
-           ")";
+           " rows: every GPU needs at least one row (at most --gpus " + std::to_string(batch) + ")";
   }
   return {};
 }

@@ -15,8 +15,8 @@
  * --parts-json FILE also times the pieces one by one (scatter, per-GPU pass, all-reduce,
  * gather) in prepare() and appends them as one JSON line.
  */
-#include <CLI/CLI.hpp>
 #include <nccl.h>
+#include <CLI/CLI.hpp>
 
 #include <algorithm>
 #include <cstdlib>
@@ -36,12 +36,12 @@
 #include "split.h"
 
 /// Checks an NCCL call; on failure throws std::runtime_error naming the call and NCCL's reason.
-#define NCCL_CHECK(call)                                                                     \
-  do {                                                                                       \
-    const ncclResult_t lstm_nccl_ = (call);                                                  \
-    if (lstm_nccl_ != ncclSuccess) {                                                         \
+#define NCCL_CHECK(call)                                                                    \
+  do {                                                                                      \
+    const ncclResult_t lstm_nccl_ = (call);                                                 \
+    if (lstm_nccl_ != ncclSuccess) {                                                        \
       throw std::runtime_error(std::string(#call) + ": " + ncclGetErrorString(lstm_nccl_)); \
-    }                                                                                        \
+    }                                                                                       \
   } while (0)
 
 namespace lstm::LSTM_STAGE_NAMESPACE {
@@ -76,9 +76,9 @@ std::string inner_refusal(const std::string& name) {
 /// its own copy of the parameters and their gradients or without.
 std::size_t share_floats(const ProblemSize& s, bool own_parameters) {
   const std::size_t rows = s.batch, T = s.seq_len, H = s.hidden;
-  std::size_t floats = 2 * T * rows * s.input_size   // x, dx
-                       + 2 * T * rows * H            // y, dy
-                       + 8 * s.layers * rows * H;    // h0, c0, hy, cy, dhy, dcy, dh0, dc0
+  std::size_t floats = 2 * T * rows * s.input_size  // x, dx
+                       + 2 * T * rows * H           // y, dy
+                       + 8 * s.layers * rows * H;   // h0, c0, hy, cy, dhy, dcy, dh0, dc0
   if (own_parameters) floats += 2 * allreduce_bytes(s) / sizeof(float);  // weights, gradients
   return floats;
 }
@@ -227,9 +227,8 @@ class DataParallel final : public TrainingStage {
       r.inner = static_cast<TrainingStage*>(r.stage.get());
       cudaDeviceProp prop{};
       CUDA_CHECK(cudaGetDeviceProperties(&prop, r.device));
-      const std::string where =
-          inner_name_ + " on GPU " + std::to_string(r.device) + " (" +
-          std::to_string(r.share.rows) + " batch rows): ";
+      const std::string where = inner_name_ + " on GPU " + std::to_string(r.device) + " (" +
+                                std::to_string(r.share.rows) + " batch rows): ";
       if (std::string why = r.stage->unsupported_reason(r.tensors.size, prop); !why.empty()) {
         throw UnsupportedError(where + why);
       }
@@ -257,7 +256,8 @@ class DataParallel final : public TrainingStage {
     }
     std::vector<ncclComm_t> comms(gpus_);
     NCCL_CHECK(ncclCommInitAll(comms.data(), gpus_, devices.data()));
-    for (int g = 0; g < gpus_; ++g) replicas_[g]->nccl = comms[g];
+    for (int g = 0; g < gpus_; ++g)
+      replicas_[g]->nccl = comms[g];
     CUDA_CHECK(cudaSetDevice(home_));
     CUDA_CHECK(cudaEventCreateWithFlags(&inputs_ready_, cudaEventDisableTiming));
     written_.assign(s.layers, 0);
@@ -436,9 +436,11 @@ class DataParallel final : public TrainingStage {
 
   /// Makes `stream` (the harness's) wait for every GPU's part of the pass, all-reduces included.
   void join(cudaStream_t stream) {
-    for (auto& r : replicas_) finish(*r);
+    for (auto& r : replicas_)
+      finish(*r);
     CUDA_CHECK(cudaSetDevice(home_));
-    for (auto& r : replicas_) CUDA_CHECK(cudaStreamWaitEvent(stream, r->done, 0));
+    for (auto& r : replicas_)
+      CUDA_CHECK(cudaStreamWaitEvent(stream, r->done, 0));
   }
   static void finish(Replica& r) {
     CUDA_CHECK(cudaSetDevice(r.device));
@@ -453,8 +455,7 @@ class DataParallel final : public TrainingStage {
 
   /// Median ms of `each` enqueued on every GPU (then `then`, once), from one event on the
   /// harness's GPU to the last GPU's end.
-  double time_on_all(const std::function<void(Replica&)>& each,
-                     const std::function<void()>& then) {
+  double time_on_all(const std::function<void(Replica&)>& each, const std::function<void()>& then) {
     cudaStream_t timing;
     cudaEvent_t start, stop;
     CUDA_CHECK(cudaSetDevice(home_));
@@ -505,10 +506,12 @@ class DataParallel final : public TrainingStage {
     overlap_ = true;
     const double all_reduce_ms = time_on_all(
         [&](Replica& r) {
-          for (cudaEvent_t event : r.written) CUDA_CHECK(cudaEventRecord(event, r.stream));
+          for (cudaEvent_t event : r.written)
+            CUDA_CHECK(cudaEventRecord(event, r.stream));
         },
         [&] {
-          for (int l = s.layers - 1; l >= 0; --l) all_reduce(l);
+          for (int l = s.layers - 1; l >= 0; --l)
+            all_reduce(l);
         });
     const double gather_ms = time_on_all(
         [&](Replica& r) {
@@ -536,10 +539,9 @@ class DataParallel final : public TrainingStage {
          << ", \"allreduce_bus_gb_per_s\": " << bus_gb_per_s << ", \"gather_ms\": " << gather_ms
          << "}";
     std::cout << std::fixed << std::setprecision(3) << "parts (median of " << kPartRuns
-              << ", G = " << gpus_ << "): scatter " << scatter_ms << " ms, per-GPU pass "
-              << pass_ms << " ms, all-reduce alone " << all_reduce_ms << " ms ("
-              << bytes / 1e6 << " MB, bus " << bus_gb_per_s << " GB/s), gather " << gather_ms
-              << " ms\n"
+              << ", G = " << gpus_ << "): scatter " << scatter_ms << " ms, per-GPU pass " << pass_ms
+              << " ms, all-reduce alone " << all_reduce_ms << " ms (" << bytes / 1e6 << " MB, bus "
+              << bus_gb_per_s << " GB/s), gather " << gather_ms << " ms\n"
               << std::defaultfloat;
     std::ofstream out(parts_json_, std::ios::app);
     out << line.str() << "\n";
@@ -573,12 +575,12 @@ class DataParallel final : public TrainingStage {
   int gpus_ = 1;
   std::string inner_name_ = kDefaultInner;
   std::string parts_json_;
-  int home_ = 0;                              // the harness's GPU: GPU 0 of the split
+  int home_ = 0;  // the harness's GPU: GPU 0 of the split
   std::vector<std::unique_ptr<Replica>> replicas_;
-  cudaEvent_t inputs_ready_ = nullptr;        // on the harness's stream: a pass's inputs are there
-  std::vector<int> written_;                  // per layer: how many GPUs have written it
-  std::vector<bool> reduced_;                 // per layer: its all-reduce is enqueued
-  bool overlap_ = true;                       // the hook starts all-reduces
+  cudaEvent_t inputs_ready_ = nullptr;  // on the harness's stream: a pass's inputs are there
+  std::vector<int> written_;            // per layer: how many GPUs have written it
+  std::vector<bool> reduced_;           // per layer: its all-reduce is enqueued
+  bool overlap_ = true;                 // the hook starts all-reduces
 };
 
 }  // namespace
