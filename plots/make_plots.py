@@ -555,6 +555,45 @@ FIGURES = {f"{name}.png": globals()[f"figure_{name}"] for name in (  # name.png:
     "fp32_fraction", "training_canonical", "training_sweeps", "training_persistent",
     "error_vs_seq")}
 
+def scaling_points(folder):
+    """scaling.jsonl (scripts/scaling.sh): {('strong', global B) or ('weak', B per GPU): {G: median
+    ms}} of multigpu/00_data_parallel's records; the last record of a point wins."""
+    path = Path(folder) / "scaling.jsonl"
+    if not path.is_file():
+        raise MissingData(f"no scaling.jsonl in {rel(folder)}")
+    points = {}
+    for where, rec in read_json(path, lines=True):
+        if rec.get("scaling") not in ("strong", "weak"):
+            continue  # the inner stage alone, for the README's comparison
+        gpus, batch = int(number(rec, "gpus", where)), int(number(rec, "batch", where))
+        key = (rec["scaling"], batch if rec["scaling"] == "strong" else batch // gpus)
+        points.setdefault(key, {})[gpus] = number(rec.get("ms"), "median", f"{where}: ms")
+    return points
+
+def figure_scaling(res):  # speedup over one GPU against G, beside the ideal line
+    points = scaling_points(res.folder)
+    fig = Figure(figsize=(11, 4.8), layout="constrained")
+    for ax, kind in zip(fig.subplots(1, 2), ("strong", "weak")):
+        top = 1
+        for _, batch in sorted(k for k in points if k[0] == kind):
+            by_gpus = points[(kind, batch)]
+            if 1 not in by_gpus:
+                continue  # no one-GPU time to compare with
+            gpus = sorted(by_gpus)  # weak: G times the work, so the speedup is G·t(1)/t(G)
+            ax.plot(gpus, [by_gpus[1] / by_gpus[g] * (g if kind == "weak" else 1) for g in gpus],
+                    marker="o", label=f"{'global' if kind == 'strong' else 'per GPU'} B = {batch}")
+            top = max(top, gpus[-1])
+        ax.plot([1, top], [1, top], "k--", linewidth=1, label="ideal")
+        ax.set(xlabel="GPUs G", title=f"{kind} scaling", ylabel="speedup over one GPU" + (
+            " (throughput)" if kind == "weak" else ""))
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8.5)
+    fig.suptitle("Data-parallel LSTM training (multigpu/00_data_parallel), H = 1024, L = 4, "
+                 f"T = 100, from {rel(res.folder / 'scaling.jsonl')}")
+    return fig
+
+OPTIONAL_FIGURES = {"scaling.png": figure_scaling}  # drawn where their file is, else said
+
 # --- Tables and paragraphs (README.md, stages/*/*/README.md, the notebook) -------------------
 
 def markdown(header, body, footer):
@@ -743,7 +782,7 @@ def main(argv=None):
     for folder, res in loaded.items():
         out = Path(args.out) / folder.name if args.out else folder / "plots"
         out.mkdir(parents=True, exist_ok=True)
-        for name, figure in FIGURES.items():
+        for name, figure in {**FIGURES, **OPTIONAL_FIGURES}.items():
             try:
                 figure(res).savefig(out / name, dpi=DPI, metadata={"Software": None})
                 print(f"plots: wrote {rel(out / name)}")

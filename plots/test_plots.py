@@ -303,6 +303,26 @@ class Figures(Case):
             self.assertIn(f"wrote {path}", result.stdout)
         self.assertEqual(len(mp.FIGURES), 10)
 
+    def test_scaling_is_drawn_from_its_file_only(self):
+        folder = self.copy_fixture()
+        result = run_script("--results", folder.parent, "--out", self.tmp / "out", "--no-readmes")
+        self.assertIn("scaling.png not drawn: no scaling.jsonl in ", result.stdout)
+        records = [{"scaling": "strong", "gpus": g, "batch": 256, "ms": {"median": ms}}
+                   for g, ms in ((1, 80.0), (2, 44.0), (4, 25.0))]
+        records += [{"scaling": "weak", "gpus": g, "batch": 16 * g, "ms": {"median": ms}}
+                    for g, ms in ((1, 10.0), (2, 10.5))]
+        records.append({"scaling": "inner_alone", "gpus": 1, "batch": 256, "ms": {"median": 1.0}})
+        (folder / "scaling.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+        self.assertEqual(mp.scaling_points(folder), {("strong", 256): {1: 80.0, 2: 44.0, 4: 25.0},
+                                                     ("weak", 16): {1: 10.0, 2: 10.5}})
+        strong, weak = mp.figure_scaling(mp.load(folder)).axes
+        self.assertEqual(list(strong.lines[0].get_ydata()), [1.0, 80.0 / 44.0, 80.0 / 25.0])
+        self.assertEqual(list(weak.lines[0].get_ydata()), [1.0, 2 * 10.0 / 10.5])
+        self.assertEqual(list(strong.lines[-1].get_ydata()), [1, 4])  # the ideal line
+        result = run_script("--results", folder.parent, "--out", self.tmp / "out", "--no-readmes")
+        self.assertIn("scaling.png", result.stdout)
+        self.assertTrue((self.tmp / "out" / folder.name / "scaling.png").is_file())
+
     def test_the_fixture_is_what_its_generator_writes(self):
         subprocess.run([sys.executable, str(HERE / "testdata" / "make_synthetic.py"), self.tmp],
                        check=True, capture_output=True)

@@ -72,4 +72,20 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$wanted" ]; then
 else
   say "Python packages in .venv: up to date with requirements.txt"
 fi
+
+# ---- NCCL, for the multigpu stage's all-reduce: the CUDA toolkit's (or the distribution's) where
+# there is one, so nothing is installed and no time lost; else the pinned nvidia-nccl-cu13 wheel
+# into .venv, where CMake finds it. Without NCCL only the multigpu stage is left out of the build.
+nccl_wheel=nvidia-nccl-cu13==2.30.7
+cuda_root=$(dirname "$(dirname "$(command -v nvcc)")")
+if compgen -G "$cuda_root/lib*/libnccl.so*" >/dev/null || compgen -G "$cuda_root/targets/*/lib/libnccl.so*" >/dev/null ||
+  { [ -e /usr/include/nccl.h ] && compgen -G "/usr/lib/*/libnccl.so*" >/dev/null; }; then
+  say "NCCL: present (the CUDA toolkit's or the distribution's)"
+elif .venv/bin/python -c "import nvidia.nccl" 2>/dev/null; then
+  say "NCCL: the nvidia-nccl-cu13 wheel in .venv"
+elif .venv/bin/python -m pip install -q --disable-pip-version-check "$nccl_wheel"; then
+  say "NCCL: not in the CUDA toolkit; installed ${nccl_wheel} into .venv (for the multigpu stage)"
+else
+  say "NCCL: not found and ${nccl_wheel} could not be installed: the multigpu stage will not be built"
+fi
 say "done"

@@ -115,6 +115,26 @@ class TrainingStage : public Stage {
   /// Enqueues the backward pass on `stream`, after a forward() on the same tensors: reads dy,
   /// dhy, dcy and what the forward kept, writes dx, dh0, dc0 and every parameter's gradient.
   virtual void backward(const DeviceTensors& tensors, cudaStream_t stream) = 0;
+
+  /// Called with a layer and a stream: that layer's weight and bias gradients are complete once
+  /// the work enqueued on the stream so far is.
+  using GradientsReadyHook = std::function<void(int layer, cudaStream_t stream)>;
+
+  /// Registers `hook` (an empty one clears it), for a caller that starts work on a layer's
+  /// gradients while backward() is still enqueueing the layers below (data-parallel training
+  /// all-reduces them: stages/multigpu/00_data_parallel). Optional for a stage: one that never
+  /// calls gradients_ready() stays correct, its caller waits for backward() to return.
+  void set_gradients_ready_hook(GradientsReadyHook hook) { gradients_ready_ = std::move(hook); }
+
+ protected:
+  /// For backward(): call it right after enqueueing the last work that writes layer `layer`'s
+  /// weight and bias gradients, on `stream`, the stream that work went to.
+  void gradients_ready(int layer, cudaStream_t stream) {
+    if (gradients_ready_) gradients_ready_(layer, stream);
+  }
+
+ private:
+  GradientsReadyHook gradients_ready_;
 };
 
 /// Makes a fresh instance of a stage.
