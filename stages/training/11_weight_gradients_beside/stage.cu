@@ -347,6 +347,7 @@ class PersistentTraining final : public TrainingStage {
                                ones_.data(), 1, &zero, t.grad_b_ih[l], 1));
       CUDA_CHECK(cudaMemcpyAsync(t.grad_b_hh[l], t.grad_b_ih[l], four_h * sizeof(float),
                                  cudaMemcpyDeviceToDevice, weights_stream_));
+      gradients_ready(l, weights_stream_);  // layer l's gradients are written (stage.h's hook)
       CUDA_CHECK(cudaEventRecord(dz_free_[l % 2], weights_stream_));
     }
     // Join: everything the pass did is ordered before later work on `stream`.
