@@ -8,8 +8,11 @@
 // step, several batch groups, batch slices with a partly empty last group, H not a multiple of 4.
 // Register kernel: 8 and 32 weights per lane, batch tiles 1, 2, 4 and 8 with padding columns,
 // float4 and scalar staging, units that do not fill a power of two of lanes, a partly empty last
-// block and last k slice, input parts computed in the kernel (I != H) or by cuBLAS. Each case is
-// checked against the CPU reference and must repeat bit for bit. Skipped without a GPU.
+// block and last k slice, input parts computed in the kernel (I != H) or by cuBLAS. Several layers
+// in one launch (LSTM_PLAN_HAS_WAVEFRONT, forward/18_layers_in_one_launch): L = 2, 3, 4 and 8 in
+// one launch, 4 in two, 3 in a launch of two and one of the register kernel, odd H, B and I,
+// chunks that straddle the two layers' rows, batch slices. Each case is checked against the CPU
+// reference and must repeat bit for bit. Skipped without a GPU.
 #include <gtest/gtest.h>
 
 #include <stdexcept>
@@ -24,6 +27,9 @@
 #ifndef LSTM_PLAN_HAS_REGISTER_KERNEL
 #define LSTM_PLAN_HAS_REGISTER_KERNEL 0
 #endif
+#ifndef LSTM_PLAN_HAS_WAVEFRONT
+#define LSTM_PLAN_HAS_WAVEFRONT 0
+#endif
 
 namespace lstm::LSTM_STAGE_NAMESPACE {  // the stage's, as its build names it
 std::unique_ptr<Stage> make();
@@ -36,6 +42,7 @@ struct PinnedCase {
   const char* flags;   ///< the stage's flags: --plan tile,threads,groups,rows; --weights, --input
   int k_per_lane = 0;  ///< register-kernel cases: the weights per lane the case must reach
   int tile_batch = 0;  ///< and the batch tile (checked against the planner: cases cannot drift)
+  int layers_per_launch = 0;  ///< wavefront cases: the most layers of a launch the case reaches
 };
 
 const std::vector<PinnedCase>& cases() {
@@ -76,6 +83,23 @@ const std::vector<PinnedCase>& cases() {
       {"registers_k32_b7_partial_block", ProblemSize{900, 64, 7, 3, 1},
        "--weights registers --input kernel", 32, 8},
 #endif
+#if LSTM_PLAN_HAS_WAVEFRONT
+      // Several layers in one launch: the shared-memory kernel, an upper layer's k range its
+      // input rows and then its own h's.
+      {"wave_l2_odd_scalar", ProblemSize{37, 11, 5, 6, 2}, "--layers-per-launch 2", 0, 0, 2},
+      {"wave_l3_float4", ProblemSize{64, 64, 9, 5, 3}, "--layers-per-launch 3", 0, 0, 3},
+      {"wave_l4_odd_b3", ProblemSize{130, 7, 3, 5, 4}, "--layers-per-launch 4", 0, 0, 4},
+      {"wave_l4_in_two_launches", ProblemSize{96, 40, 64, 5, 4}, "--layers-per-launch 2", 0, 0, 2},
+      {"wave_l3_two_then_registers", ProblemSize{48, 20, 3, 4, 3}, "--layers-per-launch 2", 0, 0,
+       2},
+      {"wave_l2_chunks_slices", ProblemSize{200, 30, 70, 4, 2},
+       "--plan 8,64,0,20 --layers-per-launch 2", 0, 0, 2},
+      {"wave_l2_tile16", ProblemSize{300, 50, 64, 6, 2}, "--plan 16,256 --layers-per-launch 2", 0,
+       0, 2},
+      {"wave_l2_h512_b64", ProblemSize{512, 512, 64, 4, 2}, "", 0, 0, 2},
+      {"wave_l8", ProblemSize{32, 32, 16, 5, 8}, "", 0, 0, 8},
+      {"wave_l3_b1", ProblemSize{64, 64, 1, 4, 3}, "--layers-per-launch 3", 0, 0, 3},
+#endif
   };
   return list;
 }
@@ -94,8 +118,16 @@ TEST_P(Pinned, MatchesTheCpuReferenceAndRepeats) {
   const PlanRequest request = testing::parse_stage_flags<StageFlags>(flags).request;
   const Plan plan = make_plan(c.size, device_limits(prop), request);
   ASSERT_TRUE(plan.fits) << c.flags << ": " << plan.why;
+#if LSTM_PLAN_HAS_WAVEFRONT
+  const NetworkPlan network = make_network_plan(c.size, device_limits(prop), request);
+  ASSERT_TRUE(network.fits) << c.flags << ": " << network.why;
+  EXPECT_EQ(network.layers_per_launch(), c.layers_per_launch ? c.layers_per_launch : 1)
+      << network.describe();
+#endif
 #if LSTM_PLAN_HAS_REGISTER_KERNEL
-  EXPECT_EQ(plan.weights_in_registers, c.k_per_lane != 0) << plan.describe();
+  if (!c.layers_per_launch) {
+    EXPECT_EQ(plan.weights_in_registers, c.k_per_lane != 0) << plan.describe();
+  }
   if (c.k_per_lane) {
     EXPECT_EQ(plan.k_per_lane, c.k_per_lane) << plan.describe();
     EXPECT_EQ(plan.tile_batch, c.tile_batch) << plan.describe();
@@ -130,6 +162,21 @@ TEST(Limits, TooLargeHiddenIsRefusedBeforeLaunchSayingWhatFits) {
 TEST(Flags, TheStageRefusesABadPlan) {  // no GPU needed: refused before anything runs
   EXPECT_THROW(apply_stage_flags(*make(), {"--plan", "5"}), std::invalid_argument);
 }
+
+#if LSTM_PLAN_HAS_WAVEFRONT
+TEST(Limits, TooManyLayersForOneLaunchAreRefusedSayingHowManyFit) {
+  SKIP_WITHOUT_GPU();
+  cudaDeviceProp prop{};
+  CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+  const std::unique_ptr<Stage> stage = testing::make_with_flags(make, {"--layers-per-launch", "4"});
+  ASSERT_TRUE(stage);
+  const std::string why = stage->unsupported_reason(ProblemSize{512, 512, 64, 100, 4}, prop);
+  EXPECT_NE(why.find("4 layers do not fit in one launch"), std::string::npos) << why;
+  EXPECT_NE(why.find("at most"), std::string::npos) << why;
+  // Unpinned, the same network runs (in launches that fit).
+  EXPECT_EQ(make()->unsupported_reason(ProblemSize{512, 512, 64, 100, 4}, prop), "");
+}
+#endif
 
 #if LSTM_PLAN_HAS_REGISTER_KERNEL
 TEST(Flags, TheStageRefusesBadOrContradictoryPins) {  // no GPU needed

@@ -8,6 +8,8 @@
 //                                  Plan::backward, --plan's last two fields)
 //   LSTM_PLAN_HAS_BACKWARD_CHUNKS  the backward stages dz in chunks of gate rows (--plan's
 //                                  seventh field)
+//   LSTM_PLAN_HAS_WAVEFRONT        several layers in one launch (make_network_plan,
+//                                  --layers-per-launch)
 #include <gtest/gtest.h>
 
 #include <CLI/CLI.hpp>
@@ -30,6 +32,9 @@
 #endif
 #ifndef LSTM_PLAN_HAS_BACKWARD_TILES
 #define LSTM_PLAN_HAS_BACKWARD_TILES 0
+#endif
+#ifndef LSTM_PLAN_HAS_WAVEFRONT
+#define LSTM_PLAN_HAS_WAVEFRONT 0
 #endif
 
 namespace lstm::LSTM_STAGE_NAMESPACE {  // the stage's, as its build names it
@@ -709,6 +714,178 @@ TEST(Plan, TheStagingBuffersLowerTheLargestHiddenSizeByOne) {
     EXPECT_EQ(largest_hidden_that_fits(size_of(4000, batch), h100()), 1204) << batch;
 }
 #endif  // LSTM_PLAN_HAS_BACKWARD_CHUNKS
+
+#if LSTM_PLAN_HAS_WAVEFRONT
+// ---- Several layers in one launch, as a wavefront (forward 18)
+
+ProblemSize network_of(int hidden, int batch, int layers, int input_size = 0, int seq_len = 100) {
+  return ProblemSize{hidden, input_size ? input_size : hidden, batch, seq_len, layers};
+}
+
+/// A network plan that fits: every layer in one launch, in order; each launch's blocks all
+/// resident at once; each layer's plan consistent; and what the wavefront kernel assumes of the
+/// layers it runs together (one tile width, thread count and batch slicing; the input rows of the
+/// upper layers; the k range of the chunks).
+void expect_consistent(const NetworkPlan& n, const ProblemSize& s, const DeviceLimits& device) {
+  SCOPED_TRACE(s.describe() + " on " + device.name + ": " + n.describe());
+  ASSERT_TRUE(n.fits) << n.why;
+  int next_layer = 0;
+  for (const LayerLaunch& launch : n.launches) {
+    ASSERT_FALSE(launch.layers.empty());
+    ASSERT_LE(launch.layers.size(), static_cast<std::size_t>(kMaxLaunchLayers));
+    EXPECT_EQ(launch.first_layer, next_layer);
+    next_layer += static_cast<int>(launch.layers.size());
+    EXPECT_LE(launch.blocks(), device.sm_count);
+    EXPECT_LE(launch.shared_bytes(), device.shared_bytes);
+    const Plan& first = launch.layers.front();
+    for (std::size_t i = 0; i < launch.layers.size(); ++i) {
+      const Plan& p = launch.layers[i];
+      expect_consistent(p, s, device);
+      if (launch.layers.size() == 1) {
+        EXPECT_EQ(p.input_rows, 0);
+        continue;
+      }
+      EXPECT_FALSE(p.weights_in_registers);
+      EXPECT_EQ(p.batch_groups, 1);
+      EXPECT_EQ(p.tile_batch, first.tile_batch);
+      EXPECT_EQ(p.threads, first.threads);
+      EXPECT_EQ(p.group_batch, first.group_batch);
+      EXPECT_EQ(p.padded_batch, first.padded_batch);
+      EXPECT_EQ(p.slices, first.slices);
+      EXPECT_EQ(p.input_rows, i == 0 ? 0 : s.hidden);  // an upper layer's input: h of the one below
+      EXPECT_GE(p.chunk_rows * p.chunks, s.hidden + p.input_rows);
+      EXPECT_LT(p.chunk_rows * (p.chunks - 1), s.hidden + p.input_rows);
+    }
+  }
+  EXPECT_EQ(next_layer, s.layers);
+}
+
+TEST(Wavefront, OneLayerRunsStage12sPlan) {
+  for (int hidden : {1, 37, 512, 1024}) {
+    for (int batch : {1, 4, 9, 64, 256}) {
+      const ProblemSize s = network_of(hidden, batch, 1, 7);
+      const NetworkPlan n = make_network_plan(s, h100());
+      expect_consistent(n, s, h100());
+      ASSERT_EQ(n.launches.size(), 1u);
+      ASSERT_EQ(n.launches[0].layers.size(), 1u);
+      EXPECT_EQ(n.launches[0].layers[0].describe(), make_plan(s, h100()).describe());
+    }
+  }
+}
+
+TEST(Wavefront, TheCanonicalConfigOverlapsItsLayersInTwoLaunchesOfTwo) {
+  // H = 512: W_hh of 4 layers and W_ih of 3 (28 MiB) are more than 132 x 227 KiB of shared
+  // memory with h's staging; two layers (12 MiB) fit (README.md, "The on-chip budget").
+  const ProblemSize s = network_of(512, 64, 4);
+  const NetworkPlan n = make_network_plan(s, h100());
+  expect_consistent(n, s, h100());
+  ASSERT_EQ(n.launches.size(), 2u);
+  for (const LayerLaunch& launch : n.launches) {
+    ASSERT_EQ(launch.layers.size(), 2u);
+    EXPECT_EQ(launch.layers[0].slices, 1);
+    // The blocks in proportion to the weights: the upper layer (W_ih and W_hh) has about twice
+    // the blocks of the first (W_hh only).
+    EXPECT_GT(launch.layers[1].blocks(), launch.layers[0].blocks() * 3 / 2);
+    EXPECT_GT(launch.blocks(), 120);
+  }
+  EXPECT_FALSE(make_wavefront_launch(s, h100(), {}, 4).fits);
+}
+
+TEST(Wavefront, LayersSplitIntoLaunchesOfEqualSizes) {
+  // H = 128: 7 layers' weights are 3.5 MiB; all fit in one launch up to kMaxLaunchLayers.
+  for (int layers = 1; layers <= 2 * kMaxLaunchLayers + 1; ++layers) {
+    const ProblemSize s = network_of(128, 64, layers);
+    const NetworkPlan n = make_network_plan(s, h100());
+    expect_consistent(n, s, h100());
+    EXPECT_EQ(static_cast<int>(n.launches.size()), ceil_div(layers, kMaxLaunchLayers)) << layers;
+    for (const LayerLaunch& launch : n.launches)
+      EXPECT_LE(n.layers_per_launch() - static_cast<int>(launch.layers.size()), 1) << layers;
+  }
+}
+
+TEST(Wavefront, OddShapesArePlannedOrRefusedWithTheReason) {
+  for (int layers : {2, 3, 4}) {
+    for (int hidden : {1, 3, 37, 257, 301}) {
+      for (int batch : {1, 3, 7, 64, 130}) {
+        for (int per_launch : {0, 2, 3, 4}) {
+          const ProblemSize s = network_of(hidden, batch, layers, 7, 9);
+          PlanRequest request;
+          request.layers_per_launch = per_launch;
+          const NetworkPlan n = make_network_plan(s, h100(), request);
+          if (n.fits) {
+            expect_consistent(n, s, h100());
+            if (per_launch) {
+              EXPECT_LE(n.layers_per_launch(), per_launch);
+            }
+          } else {
+            EXPECT_NE(n.why.find("do not fit in one launch"), std::string::npos) << n.why;
+          }
+        }
+      }
+    }
+  }
+  // Small enough, all layers go in one launch when asked, at any batch size (in slices).
+  for (int batch : {1, 3, 130, 1000}) {
+    const ProblemSize s = network_of(37, batch, 4, 7, 9);
+    PlanRequest request;
+    request.layers_per_launch = 4;
+    const NetworkPlan n = make_network_plan(s, h100(), request);
+    expect_consistent(n, s, h100());
+    EXPECT_EQ(n.layers_per_launch(), 4) << batch;
+  }
+}
+
+TEST(Wavefront, TooManyLayersForOneLaunchAreRefusedNamingTheMostThatFit) {
+  const ProblemSize s = network_of(512, 64, 4);
+  PlanRequest request;
+  request.layers_per_launch = 4;
+  const NetworkPlan n = make_network_plan(s, h100(), request);
+  EXPECT_FALSE(n.fits);
+  EXPECT_NE(n.why.find("4 layers do not fit in one launch"), std::string::npos) << n.why;
+  EXPECT_NE(n.why.find("at most 3 do"), std::string::npos) << n.why;
+  // Where not even two fit (H = 1024: W_hh alone is 16 MiB), the refusal says so; unpinned, the
+  // layers run one launch each.
+  request.layers_per_launch = 2;
+  const NetworkPlan big = make_network_plan(network_of(1024, 64, 4), h100(), request);
+  EXPECT_FALSE(big.fits);
+  EXPECT_NE(big.why.find("not even 2 do"), std::string::npos) << big.why;
+  const NetworkPlan unpinned = make_network_plan(network_of(1024, 64, 4), h100());
+  expect_consistent(unpinned, network_of(1024, 64, 4), h100());
+  EXPECT_EQ(unpinned.layers_per_launch(), 1);
+}
+
+TEST(Wavefront, Stage12sPinsAndSmallBatchesKeepOneLaunchPerLayer) {
+  const ProblemSize s = network_of(256, 64, 4);
+  EXPECT_GT(make_network_plan(s, h100()).layers_per_launch(), 1);
+  EXPECT_EQ(make_network_plan(s, h100(), pinned({"--plan", "8,256"})).layers_per_launch(), 1);
+  EXPECT_EQ(make_network_plan(s, h100(), pinned({"--weights", "shared"})).layers_per_launch(), 1);
+  EXPECT_EQ(make_network_plan(s, h100(), pinned({"--layers-per-launch", "1"})).layers_per_launch(),
+            1);
+  // The register kernel's batches: one launch per layer unless asked for more.
+  const ProblemSize small = network_of(512, 4, 4);
+  EXPECT_TRUE(make_network_plan(small, h100()).launches[0].layers[0].weights_in_registers);
+  const NetworkPlan asked = make_network_plan(small, h100(), pinned({"--layers-per-launch", "2"}));
+  expect_consistent(asked, small, h100());
+  EXPECT_EQ(asked.layers_per_launch(), 2);
+  // --plan's tile and threads with more layers per launch: the wavefront's.
+  const NetworkPlan tiled =
+      make_network_plan(s, h100(), pinned({"--plan", "16,256", "--layers-per-launch", "4"}));
+  expect_consistent(tiled, s, h100());
+  EXPECT_EQ(tiled.launches[0].layers[1].tile_batch, 16);
+  EXPECT_EQ(tiled.launches[0].layers[1].threads, 256);
+}
+
+TEST(Wavefront, TheFlagIsParsedOrRefusedNamingIt) {
+  EXPECT_EQ(pinned({"--layers-per-launch", "3"}).layers_per_launch, 3);
+  EXPECT_EQ(pinned({}).layers_per_launch, 0);
+  for (const char* bad : {"9", "-1", "x"}) {
+    const std::string why = refusal({"--layers-per-launch", bad});
+    EXPECT_NE(why.find("--layers-per-launch"), std::string::npos) << bad << ": " << why;
+  }
+  EXPECT_NE(refusal({"--layers-per-launch", "2", "--weights", "registers"}).find("--layers-per"),
+            std::string::npos);
+}
+#endif  // LSTM_PLAN_HAS_WAVEFRONT
 
 }  // namespace
 }  // namespace lstm::LSTM_STAGE_NAMESPACE
