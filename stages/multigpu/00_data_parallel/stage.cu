@@ -273,6 +273,7 @@ class DataParallel final : public TrainingStage {
       Replica& r = *replica;
       CUDA_CHECK(cudaSetDevice(r.device));
       CUDA_CHECK(cudaStreamWaitEvent(r.stream, inputs_ready_, 0));
+      CUDA_CHECK(cudaStreamWaitEvent(r.comm, inputs_ready_, 0));  // join() waits on it (capture)
       scatter_forward(t, r);
       r.inner->forward(r.tensors, r.stream);
       CUDA_CHECK(cudaSetDevice(r.device));
@@ -293,6 +294,7 @@ class DataParallel final : public TrainingStage {
       Replica& r = *replica;
       CUDA_CHECK(cudaSetDevice(r.device));
       CUDA_CHECK(cudaStreamWaitEvent(r.stream, inputs_ready_, 0));
+      CUDA_CHECK(cudaStreamWaitEvent(r.comm, inputs_ready_, 0));  // join() waits on it (capture)
       scatter_backward(t, r);
       // Enqueues this GPU's backward; its gradients_ready() calls land in gradients_written(),
       // which starts a layer's all-reduce once every GPU has written that layer.
