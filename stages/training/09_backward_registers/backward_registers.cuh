@@ -89,12 +89,10 @@ __global__ void __launch_bounds__(kBackwardRegisterThreads, 1)
   };
 
   // ---- (2)-(4) the warps' sums of W_hhᵀ · dz (slot `slot`), into sums_s. The block's rows of
-// dz are one range of rows * H float4 (rows of a batch group are adjacent): staged as the forward
-// stages h (stage_published: thread tid carries float4 tid, tid + 256, ..., kRegisterStageDz
-// loads in flight at once, in rounds).
-  // After the butterfly a lane holds `held` sums, the first of them number first_sum; one lane
-  // of each group that holds the same sums writes them.
-  // (kUnits < 32: one sum each, lanes_k / kUnits lanes hold the same one).
+  // dz are one range of rows * H float4 (a batch group's rows are adjacent): staged as the
+  // forward stages h (stage_published: thread tid carries float4 tid, tid + 256, ..., up to
+  // kRegisterStageDz loads in flight at once). After the butterfly a lane holds one sum (kUnits
+  // < 32), number first_sum; 32 / kUnits lanes hold the same one, the first of them writes it.
   constexpr int kStages = log2_of(kWarpSize), kHalvings = log2_of(kUnits);
   const int first_sum = lane >> (kStages - kHalvings);
   const bool writes_sums = (lane & ((1 << (kStages - kHalvings)) - 1)) == 0;
@@ -131,8 +129,9 @@ __global__ void __launch_bounds__(kBackwardRegisterThreads, 1)
   };
 
   // ---- the steps, from the last. Two barriers a step: after the staging (dz_s complete) and
-  // after the product (sums_s complete); the next step's staging and sums come after the next
-  // step's first barrier, which every thread reaches only when done with this step's cells.
+  // after the product (sums_s complete). A thread stages the next step's dz after the second
+  // (every product is done with dz_s), and writes its sums after the next step's first, which
+  // every thread reaches only when done with this step's cells (and their reads of sums_s).
   for (int t = a.seq_len - 1; t >= 0; --t) {
     fetch_stash(t);
     if (t < a.seq_len - 1) recurrent_product(t + 1);
