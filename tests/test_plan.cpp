@@ -793,6 +793,17 @@ TEST(Plan, SmallBatchesKeepTheBackwardsWeightsInRegisters) {
   EXPECT_TRUE(make_plan(size_of(1024, 8), h100()).backward.weights_in_registers);
   EXPECT_TRUE(make_plan(size_of(1, 3), h100()).backward.weights_in_registers);
   EXPECT_FALSE(make_plan(size_of(512, 9), h100()).backward.weights_in_registers);
+  // H = 512, B = 8: stage 07's plan splits the batch into 4 groups of 2 rows, so that each block
+  // reads a quarter of dz; the estimate prefers it to one group of 8 rows. Asked for, the
+  // register kernel runs.
+  const Plan p512b8 = make_plan(size_of(512, 8), h100());
+  expect_consistent(p512b8, size_of(512, 8), h100());
+  EXPECT_FALSE(p512b8.backward.weights_in_registers) << p512b8.describe();
+  EXPECT_GT(p512b8.backward.batch_groups, 1);
+  const Plan forced = make_plan(size_of(512, 8), h100(), pinned({"--backward-weights", "registers"}));
+  expect_consistent(forced, size_of(512, 8), h100());
+  EXPECT_TRUE(forced.backward.weights_in_registers);
+  EXPECT_GT(forced.backward.cost, p512b8.backward.cost);
   const Plan p1025 = make_plan(size_of(1025, 1), h100());
   expect_consistent(p1025, size_of(1025, 1), h100());
   EXPECT_FALSE(p1025.backward.weights_in_registers);

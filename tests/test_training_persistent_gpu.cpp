@@ -128,23 +128,24 @@ const std::vector<PinnedCase>& cases() {
       {"tiles_b64_groups4_j16_chunks", ProblemSize{512, 16, 256, 2, 1}, "--plan 0,0,0,0,4,64"},
 #endif
 #if LSTM_PLAN_HAS_BACKWARD_REGISTERS
-      // The backward's register kernel (row quads x unit quads per thread; rows staged): the
-      // planner's choice at B <= 8, H <= 1024, or forced; and stage 07's kernel forced where the
-      // register kernel would run.
+      // The backward's register kernel (row quads x unit quads per thread): the planner's
+      // choice, or forced where stage 07's batch groups are estimated faster; and stage 07's
+      // kernel forced where the register kernel would run.
       {"bwd_registers_h512_b1", ProblemSize{512, 64, 1, 4, 1}, "", Forward::kAny, 1,
        Backward::kRegisters},  // 2 x 1 quads
       {"bwd_registers_h130_b2_three_layers", ProblemSize{130, 20, 2, 5, 3}, "", Forward::kAny, 1,
        Backward::kRegisters},  // 1 x 1, J = 1
       {"bwd_registers_h301_b3_t1", ProblemSize{301, 40, 3, 1, 2}, "", Forward::kAny, 1,
        Backward::kRegisters},  // 2 x 1, J = 3, T = 1: only the product for dh0
-      {"bwd_registers_h509_b8_three_layers", ProblemSize{509, 30, 8, 3, 3}, "", Forward::kAny, 1,
+      {"bwd_registers_h509_b8_three_layers", ProblemSize{509, 30, 8, 3, 3},
+       "--backward-weights registers", Forward::kAny, 1,
        Backward::kRegisters},  // 2 x 1, a last block of one unit, dz in one round
       {"bwd_registers_h200_b5_forward_shared", ProblemSize{200, 33, 5, 4, 2}, "--weights shared",
        kShared, 1, Backward::kRegisters},  // 1 x 1, J = 2
-      {"bwd_registers_h520_b4", ProblemSize{520, 24, 4, 3, 1}, "", Forward::kAny, 1,
-       Backward::kRegisters},  // 3 x 1, 130 blocks
-      {"bwd_registers_h700_b3_units_6", ProblemSize{700, 40, 3, 3, 2}, "", Forward::kAny, 1,
-       Backward::kRegisters},  // 3 x 2, J = 6
+      {"bwd_registers_h520_b4", ProblemSize{520, 24, 4, 3, 1}, "--backward-weights registers",
+       Forward::kAny, 1, Backward::kRegisters},  // 3 x 1, 130 blocks
+      {"bwd_registers_h700_b3_units_6", ProblemSize{700, 40, 3, 3, 2},
+       "--backward-weights registers", Forward::kAny, 1, Backward::kRegisters},  // 3 x 2, J = 6
       {"bwd_registers_h1023_b2", ProblemSize{1023, 50, 2, 3, 1}, "", Forward::kAny, 1,
        Backward::kRegisters},  // 4 x 2, a last block of 7 units
       {"bwd_registers_h1000_b8_two_rounds", ProblemSize{1000, 16, 8, 3, 1},

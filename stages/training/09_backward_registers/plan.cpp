@@ -253,9 +253,14 @@ std::string plan_backward_registers(const ProblemSize& s, const DeviceLimits& de
       why << "the backward register kernel's dz needs " << kib(b.shared_bytes)
           << " of shared memory, more than the " << kib(device.shared_bytes) << " of a block";
   }
-  // The estimate, for logs: stage 07's step of one chunk, its FMAs from registers.
+  // The estimate: stage 07's (backward_cost) for one batch group of B rows, without the chunk's
+  // barrier (one fewer a step), one round trip per round of dz loads.
   const double fma = kGates * 4.0 * H * b.unit_quads * s.batch / kFmaPerClock;
-  b.cost = s.seq_len * (kStepLatency + kChunkClocks + std::max(fma, kL2RoundTrip)) + kLaunchClocks;
+  const double dz_bytes = static_cast<double>(s.batch) * kGates * H * sizeof(float);
+  const double l2 =
+      std::max(dz_bytes / kL2BytesPerClockPerSm, dz_bytes * b.blocks() / kL2BytesPerClock);
+  const int rounds = ceil_div(s.batch * H, kRegisterStageDz * kBackwardRegisterThreads);
+  b.cost = s.seq_len * (kStepLatency + std::max({fma, l2, rounds * kL2RoundTrip})) + kLaunchClocks;
   return why.str();
 }
 
@@ -430,12 +435,17 @@ Plan make_plan(const ProblemSize& s, const DeviceLimits& device, const PlanReque
     plan.why = plan.forward.why;
     return plan;
   }
-  // The backward's register kernel where it fits, unless the shared-memory kernel is asked for.
+  // The backward's register kernel: where it is asked for (or refused with the reason, not
+  // replaced), and where it fits and its estimate is not above stage 07's best (which splits
+  // larger batches into groups: each block then reads fewer rows of dz).
+  BackwardPlan registers;
+  std::string registers_why = "not asked for";
   if (!request.pins_shared_backward() && request.backward_weights != WeightHome::kSharedMemory) {
-    const std::string why = plan_backward_registers(s, device, plan.backward);
-    if (why.empty() || request.backward_weights == WeightHome::kRegisters) {
-      plan.why = why;  // asked for and does not fit: refused with the reason, not replaced
-      plan.fits = why.empty();
+    registers_why = plan_backward_registers(s, device, registers);
+    if (request.backward_weights == WeightHome::kRegisters) {
+      plan.backward = registers;
+      plan.why = registers_why;
+      plan.fits = registers_why.empty();
       return plan;
     }
   }
@@ -451,6 +461,11 @@ Plan make_plan(const ProblemSize& s, const DeviceLimits& device, const PlanReque
         plan_backward(s, device, g, request.backward_rows, request.backward_chunk_rows, candidate);
     if (why.empty() && candidate.cost < best.cost) best = candidate;
     if (!why.empty() && first_refusal.empty()) first_refusal = why;
+  }
+  if (registers_why.empty() && (best.unit_blocks == 0 || registers.cost <= best.cost)) {
+    plan.backward = registers;
+    plan.fits = true;
+    return plan;
   }
   if (best.unit_blocks == 0) {
     plan.why = first_refusal.empty() ? "no backward plan matches the request" : first_refusal;
