@@ -800,7 +800,8 @@ TEST(Plan, SmallBatchesKeepTheBackwardsWeightsInRegisters) {
   expect_consistent(p512b8, size_of(512, 8), h100());
   EXPECT_FALSE(p512b8.backward.weights_in_registers) << p512b8.describe();
   EXPECT_GT(p512b8.backward.batch_groups, 1);
-  const Plan forced = make_plan(size_of(512, 8), h100(), pinned({"--backward-weights", "registers"}));
+  const Plan forced =
+      make_plan(size_of(512, 8), h100(), pinned({"--backward-weights", "registers"}));
   expect_consistent(forced, size_of(512, 8), h100());
   EXPECT_TRUE(forced.backward.weights_in_registers);
   EXPECT_GT(forced.backward.cost, p512b8.backward.cost);
@@ -824,9 +825,9 @@ TEST(Plan, TheBackwardsRegisterKernelIsRefusedWithTheReason) {
                 .find("more than the backward register kernel's 8"),
             std::string::npos);
   // A chip with 48 KiB per block: dz of 8 rows x 1024 (128 KiB) does not fit.
-  EXPECT_NE(plan_backward_registers(size_of(1024, 8), chip(132, 48, "48 KiB"), b)
-                .find("shared memory"),
-            std::string::npos);
+  EXPECT_NE(
+      plan_backward_registers(size_of(1024, 8), chip(132, 48, "48 KiB"), b).find("shared memory"),
+      std::string::npos);
   EXPECT_EQ(plan_backward_registers(size_of(1024, 8), h100(), b), "");
 }
 

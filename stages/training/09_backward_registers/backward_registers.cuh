@@ -35,7 +35,7 @@ namespace lstm::LSTM_STAGE_NAMESPACE {  // stage_<series>_<NN_slug>, named by th
 template <int kRowQuads, int kUnitQuads>
 __global__ void __launch_bounds__(kBackwardRegisterThreads, 1)
     backward_registers(const BackwardArgs a) {
-  constexpr int kUnits = 4 * kUnitQuads;  // a thread's units: the block's, padded
+  constexpr int kUnits = 4 * kUnitQuads;             // a thread's units: the block's, padded
   constexpr int kSums = kUnits * kMaxRegisterBatch;  // a warp's sums: [row][unit]
   constexpr int kThreads = kBackwardRegisterThreads, kWarps = kThreads / kWarpSize;
   extern __shared__ float4 shared[];
@@ -45,10 +45,10 @@ __global__ void __launch_bounds__(kBackwardRegisterThreads, 1)
   const int rows = a.batch_end - first_row;  // one batch group: every row, at most 8
   const int pairs = J * rows;
   const std::size_t state = static_cast<std::size_t>(a.batch) * H;  // one step of (B, H)
-  float4* dz_s = shared;                                             // [rows][H]
+  float4* dz_s = shared;                                            // [rows][H]
   float* sums_s = reinterpret_cast<float*>(dz_s + static_cast<std::size_t>(rows) * H);
-  float* stash_s = sums_s + kWarps * kSums;       // [J * rows][7]
-  float* dc_s = stash_s + kStashFloats * pairs;   // [J * rows]
+  float* stash_s = sums_s + kWarps * kSums;      // [J * rows][7]
+  float* dc_s = stash_s + kStashFloats * pairs;  // [J * rows]
 
   // ---- once per sequence: this thread's weights, into registers (the trick of this stage).
   float w[kRowQuads][4][kUnits];
@@ -100,7 +100,7 @@ __global__ void __launch_bounds__(kBackwardRegisterThreads, 1)
     const float4* dz_rows = reinterpret_cast<const float4*>(a.dz) + slot * state +
                             static_cast<std::size_t>(first_row) * H;
     stage_published<kRegisterStageDz>(dz_rows, dz_s, rows * H, tid, kThreads, [] {});
-    __syncthreads();  // dz of every row in shared memory
+    __syncthreads();                  // dz of every row in shared memory
     for (int b = 0; b < rows; ++b) {  // a row at a time: kUnits sums in registers, not 8x more
       float acc[kUnits] = {};
 #pragma unroll

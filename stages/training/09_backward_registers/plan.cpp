@@ -239,8 +239,8 @@ std::string plan_backward_registers(const ProblemSize& s, const DeviceLimits& de
   b.chunks = 1;
   std::ostringstream why;
   if (s.batch > kMaxRegisterBatch) {
-    why << "B = " << s.batch << " is more than the backward register kernel's "
-        << kMaxRegisterBatch << " batch rows";
+    why << "B = " << s.batch << " is more than the backward register kernel's " << kMaxRegisterBatch
+        << " batch rows";
   } else if (b.row_quads > kMaxBackwardRowQuads) {
     why << "H = " << H << " needs " << b.row_quads << " float4 of gate rows per thread in the "
         << "backward register kernel, more than " << kMaxBackwardRowQuads;
@@ -293,14 +293,16 @@ std::string ForwardPlan::describe() const {
 std::string Plan::describe() const {
   std::ostringstream out;
   if (backward.weights_in_registers) {
-    out << "forward " << forward.describe() << " | backward weights=registers J="
-        << backward.units_per_block << " U=" << backward.unit_blocks
- << " B=" << backward.group_rows << " threads=" << backward.threads
-        << " row_quads=" << backward.row_quads << " unit_quads=" << backward.unit_quads
-        << " smem=" << backward.shared_bytes / 1024 << "KiB";
+    out << "forward " << forward.describe()
+        << " | backward weights=registers J=" << backward.units_per_block
+        << " U=" << backward.unit_blocks << " B=" << backward.group_rows
+        << " threads=" << backward.threads << " row_quads=" << backward.row_quads
+        << " unit_quads=" << backward.unit_quads << " smem=" << backward.shared_bytes / 1024
+        << "KiB";
     return out.str();
   }
-  out << "forward " << forward.describe() << " | backward weights=shared J=" << backward.units_per_block
+  out << "forward " << forward.describe()
+      << " | backward weights=shared J=" << backward.units_per_block
       << " U=" << backward.unit_blocks << " G=" << backward.batch_groups
       << " Bg=" << backward.group_rows << " slices=" << backward.slices
       << " k_slices=" << backward.k_slices << " chunk=" << backward.chunk_rows << "x"

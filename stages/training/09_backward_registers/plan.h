@@ -190,10 +190,12 @@ struct ForwardPlan {
 /// chunk of dz; thread tid holds gate rows 4i .. 4i+3 for i = tid + 256 m, m < row_quads); it
 /// reads all of dz_t for its rows.
 struct BackwardPlan {
-  bool weights_in_registers = false;  ///< which kernel: backward_registers.cuh or
-                                      ///< backward_kernel.cuh
-  int threads = 0;      ///< threads per block: kBackwardThreads, kBackwardRegisterThreads
-  int row_quads = 0;    ///< register kernel: float4 of gate rows per thread, ceil(H / 256)
+  /// Which kernel: backward_registers.cuh (true) or backward_kernel.cuh.
+  bool weights_in_registers = false;
+  /// Threads per block: kBackwardThreads, or kBackwardRegisterThreads for the register kernel.
+  int threads = 0;
+  /// Register kernel: float4 of gate rows per thread, ceil(H / 256).
+  int row_quads = 0;
   int units_per_block = 0;       ///< J = ceil(H / (SMs / G)), at most kMaxUnitsPerBlock
   int unit_quads = 0;            ///< ceil(J / 4): the units in float4 groups
   int unit_blocks = 0;           ///< U = ceil(H / J)
@@ -286,9 +288,10 @@ struct StageFlags {
   std::string plan;      ///< --plan tile,threads,groups,rows,backward_groups,backward_rows,BC
   std::string weights;   ///< --weights registers|registers,8|registers,32|shared (the forward)
   std::string input;     ///< --input gemm|kernel (the forward's register kernel)
-  std::string backward_weights;  ///< --backward-weights registers|shared (the backward)
   bool verbose = false;  ///< --verbose: print the plans
   PlanRequest request;   ///< what plan, weights and input ask for (set when parsing ends)
+  /// --backward-weights registers|shared (the backward's kernel)
+  std::string backward_weights;
 };
 
 /// Adds the flags of `flags` to `app`; when parsing ends, fills flags.request (a malformed or
