@@ -219,7 +219,7 @@ struct Plan {
   std::string why;
   ForwardPlan forward;
   BackwardPlan backward;
-  /// One line for logs: "forward weights=registers J=4 ... | backward J=16 U=32 G=4 ...".
+  /// One line for logs: "forward weights=registers J=4 ... | backward weights=shared J=16 ...".
   std::string describe() const;
 };
 
