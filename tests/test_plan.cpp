@@ -8,6 +8,9 @@
 //                                  Plan::backward, --plan's last two fields)
 //   LSTM_PLAN_HAS_BACKWARD_CHUNKS  the backward stages dz in chunks of gate rows (--plan's
 //                                  seventh field)
+//   LSTM_PLAN_HAS_BACKWARD_TILES   the backward's product is register-tiled over the batch rows
+//   LSTM_PLAN_HAS_BACKWARD_REGISTERS  the backward's small-batch register kernel
+//                                  (--backward-weights)
 //   LSTM_PLAN_HAS_WAVEFRONT        several layers in one launch (make_network_plan,
 //                                  --layers-per-launch)
 #include <gtest/gtest.h>
@@ -35,6 +38,9 @@
 #endif
 #ifndef LSTM_PLAN_HAS_WAVEFRONT
 #define LSTM_PLAN_HAS_WAVEFRONT 0
+#endif
+#ifndef LSTM_PLAN_HAS_BACKWARD_REGISTERS
+#define LSTM_PLAN_HAS_BACKWARD_REGISTERS 0
 #endif
 
 namespace lstm::LSTM_STAGE_NAMESPACE {  // the stage's, as its build names it
@@ -105,6 +111,18 @@ std::string refusal(const std::vector<std::string>& flags) {
   return testing::parse_flags(app, flags);
 }
 
+#if LSTM_PLAN_HAS_BACKWARD_CHUNKS
+/// The request for the backward's shared-memory kernel: the planner's choice where it has no
+/// other, else pinned with --backward-weights shared.
+PlanRequest shared_backward() {
+#if LSTM_PLAN_HAS_BACKWARD_REGISTERS
+  return pinned({"--backward-weights", "shared"});
+#else
+  return {};
+#endif
+}
+#endif
+
 /// --plan with the forward's fields `forward` and, where the planner has one, the backward's.
 std::string plan_flag(const std::string& forward, const std::string& backward) {
   return LSTM_PLAN_HAS_BACKWARD ? forward + "," + backward : forward;
@@ -165,7 +183,40 @@ std::size_t backward_bytes(const BackwardPlan& b, int hidden) {
 #endif
 }
 
+#if LSTM_PLAN_HAS_BACKWARD_REGISTERS
+/// What the backward's register kernel assumes: one launch of one batch group of at most 8
+/// rows; every gate row of dz covered by the threads' row quads, none of them empty; the block's
+/// units in at most kMaxBackwardUnitQuads float4; its shared memory.
+void expect_backward_register_plan(const BackwardPlan& b, const ProblemSize& s,
+                                   const DeviceLimits& device) {
+  EXPECT_LE(b.blocks(), device.sm_count);
+  EXPECT_EQ(b.threads, kBackwardRegisterThreads);
+  EXPECT_EQ(b.batch_groups, 1);
+  EXPECT_EQ(b.slices, 1);
+  EXPECT_EQ(b.group_rows, s.batch);
+  EXPECT_LE(b.group_rows, kMaxRegisterBatch);
+  EXPECT_EQ(b.unit_quads, ceil_div(b.units_per_block, 4));
+  EXPECT_LE(b.unit_quads, kMaxBackwardUnitQuads);
+  EXPECT_GE(b.units_per_block * b.unit_blocks, s.hidden);
+  EXPECT_LT(b.units_per_block * (b.unit_blocks - 1), s.hidden);
+  EXPECT_GE(b.row_quads * kBackwardRegisterThreads, s.hidden);  // every float4 of gate rows
+  EXPECT_LT((b.row_quads - 1) * kBackwardRegisterThreads, s.hidden);
+  EXPECT_LE(b.row_quads, kMaxBackwardRowQuads);
+  EXPECT_EQ(b.chunks, 1);
+  EXPECT_EQ(b.chunk_rows, kGates * s.hidden);
+  EXPECT_EQ(b.shared_bytes, backward_register_shared_bytes(s.hidden, b.units_per_block, s.batch));
+  EXPECT_LE(b.shared_bytes, device.shared_bytes);
+}
+#endif
+
 void expect_backward_plan(const BackwardPlan& b, const ProblemSize& s, const DeviceLimits& device) {
+#if LSTM_PLAN_HAS_BACKWARD_REGISTERS
+  if (b.weights_in_registers) {
+    expect_backward_register_plan(b, s, device);
+    return;
+  }
+  EXPECT_EQ(b.threads, kBackwardThreads);
+#endif
   EXPECT_LE(b.blocks(), device.sm_count);
   EXPECT_LE(b.units_per_block, kMaxUnitsPerBlock);  // the kernel's sums per thread
   EXPECT_EQ(b.unit_quads, ceil_div(b.units_per_block, 4));
@@ -278,6 +329,14 @@ TEST(Plan, SharedMemoryIsTheKernelsLayout) {
             (16u * 512 * 4 + 4 * 4 * 4 * 16 + 7 * 16 * 16 + 16 * 16) * sizeof(float));
   EXPECT_EQ(backward_shared_bytes(100, 5, 3, 16),  // J = 5: two float4 of units, zeros past 5
             (16u * 100 * 2 + 4 * 2 * 16 * 3 + 7 * 5 * 3 + 5 * 3) * sizeof(float));
+#endif
+#if LSTM_PLAN_HAS_BACKWARD_REGISTERS
+  // backward_registers.cuh: dz [B][H] float4 | sums [8 warps][8 rows][4 * J4] | stash [J * B][7]
+  // | dc [J * B]
+  EXPECT_EQ(backward_register_shared_bytes(1024, 8, 4),
+            (4u * 4 * 1024 + 8 * 8 * 8 + 7 * 8 * 4 + 8 * 4) * sizeof(float));
+  EXPECT_EQ(backward_register_shared_bytes(130, 1, 3),  // one unit: a float4 of units
+            (4u * 3 * 130 + 8 * 8 * 4 + 7 * 1 * 3 + 1 * 3) * sizeof(float));
 #endif
 #if LSTM_PLAN_HAS_BACKWARD_TILES
   // Tiles of kTileRows (2) rows from 5 rows per block: a warp's 4 row lanes cover 8 rows.
@@ -647,7 +706,7 @@ TEST(Plan, DzIsStagedInOneChunkWhereItFitsAndInSeveralOtherwise) {
   // H = 512, B = 1: all 2048 gate rows of dz in one chunk (8 KiB, one buffer), beside 32 KiB of
   // W.
   const ProblemSize b1 = size_of(512, 1);
-  const Plan p1 = make_plan(b1, h100());
+  const Plan p1 = make_plan(b1, h100(), shared_backward());
   expect_consistent(p1, b1, h100());
   EXPECT_EQ(p1.backward.chunks, 1);
   EXPECT_EQ(p1.backward.chunk_rows, 2048);
@@ -670,7 +729,7 @@ TEST(Plan, DzIsStagedInOneChunkWhereItFitsAndInSeveralOtherwise) {
 #endif
   // H = 1024, B = 4: all of dz (64 KiB) in one buffer beside 128 KiB of W; two buffers would not
   // fit.
-  const Plan p1024 = make_plan(size_of(1024, 4), h100());
+  const Plan p1024 = make_plan(size_of(1024, 4), h100(), shared_backward());
   expect_consistent(p1024, size_of(1024, 4), h100());
   EXPECT_EQ(p1024.backward.chunk_rows, 4096);
   EXPECT_EQ(p1024.backward.chunks, 1);
@@ -886,6 +945,98 @@ TEST(Wavefront, TheFlagIsParsedOrRefusedNamingIt) {
             std::string::npos);
 }
 #endif  // LSTM_PLAN_HAS_WAVEFRONT
+#if LSTM_PLAN_HAS_BACKWARD_REGISTERS
+// ---- The backward's register kernel (small batches)
+
+TEST(Plan, SmallBatchesKeepTheBackwardsWeightsInRegisters) {
+  // H = 512, B = 1: 128 blocks of 4 units, 256 threads with 2 float4 of gate rows each.
+  const ProblemSize s512 = size_of(512, 1);
+  const Plan p512 = make_plan(s512, h100());
+  expect_consistent(p512, s512, h100());
+  EXPECT_TRUE(p512.backward.weights_in_registers) << p512.describe();
+  EXPECT_EQ(p512.backward.units_per_block, 4);
+  EXPECT_EQ(p512.backward.unit_blocks, 128);
+  EXPECT_EQ(p512.backward.row_quads, 2);
+  EXPECT_EQ(p512.backward.unit_quads, 1);
+  // H = 1024, B = 4: 8 units, 4 float4 of gate rows: 128 weights per thread.
+  const ProblemSize s1024 = size_of(1024, 4);
+  const Plan p1024 = make_plan(s1024, h100());
+  expect_consistent(p1024, s1024, h100());
+  EXPECT_TRUE(p1024.backward.weights_in_registers) << p1024.describe();
+  EXPECT_EQ(p1024.backward.row_quads, 4);
+  EXPECT_EQ(p1024.backward.unit_quads, 2);
+  // Up to 8 rows and H = 1024; beyond, stage 07's kernel.
+  EXPECT_TRUE(make_plan(size_of(1024, 8), h100()).backward.weights_in_registers);
+  EXPECT_TRUE(make_plan(size_of(1, 3), h100()).backward.weights_in_registers);
+  EXPECT_FALSE(make_plan(size_of(512, 9), h100()).backward.weights_in_registers);
+  // H = 512, B = 8: stage 07's plan splits the batch into 4 groups of 2 rows, so that each block
+  // reads a quarter of dz; the estimate prefers it to one group of 8 rows. Asked for, the
+  // register kernel runs.
+  const Plan p512b8 = make_plan(size_of(512, 8), h100());
+  expect_consistent(p512b8, size_of(512, 8), h100());
+  EXPECT_FALSE(p512b8.backward.weights_in_registers) << p512b8.describe();
+  EXPECT_GT(p512b8.backward.batch_groups, 1);
+  const Plan forced =
+      make_plan(size_of(512, 8), h100(), pinned({"--backward-weights", "registers"}));
+  expect_consistent(forced, size_of(512, 8), h100());
+  EXPECT_TRUE(forced.backward.weights_in_registers);
+  EXPECT_GT(forced.backward.cost, p512b8.backward.cost);
+  const Plan p1025 = make_plan(size_of(1025, 1), h100());
+  expect_consistent(p1025, size_of(1025, 1), h100());
+  EXPECT_FALSE(p1025.backward.weights_in_registers);
+}
+
+TEST(Plan, TheBackwardsRegisterKernelIsRefusedWithTheReason) {
+  BackwardPlan b;
+  EXPECT_NE(plan_backward_registers(size_of(512, 9), h100(), b).find("batch rows"),
+            std::string::npos);
+  EXPECT_NE(plan_backward_registers(size_of(1025, 1), h100(), b).find("float4 of gate rows"),
+            std::string::npos);
+  // 264 SMs: H = 1100 in blocks of 5 units would fit the units, not the 5 row quads.
+  EXPECT_NE(plan_backward_registers(size_of(1100, 1), chip(264, 227, "264 SMs"), b)
+                .find("float4 of gate rows"),
+            std::string::npos);
+  // 64 SMs: H = 600 needs 10 units per block, more than 8.
+  EXPECT_NE(plan_backward_registers(size_of(600, 1), chip(64, 227, "64 SMs"), b)
+                .find("more than the backward register kernel's 8"),
+            std::string::npos);
+  // A chip with 48 KiB per block: dz of 8 rows x 1024 (128 KiB) does not fit.
+  EXPECT_NE(
+      plan_backward_registers(size_of(1024, 8), chip(132, 48, "48 KiB"), b).find("shared memory"),
+      std::string::npos);
+  EXPECT_EQ(plan_backward_registers(size_of(1024, 8), h100(), b), "");
+}
+
+TEST(Plan, TheFlagsPinTheBackwardsKernel) {
+  const ProblemSize s = size_of(300, 3, 5, 2);
+  EXPECT_EQ(pinned({}).backward_weights, WeightHome::kAuto);
+  EXPECT_EQ(pinned({"--backward-weights", "registers"}).backward_weights, WeightHome::kRegisters);
+  Plan p = make_plan(s, h100(), pinned({"--backward-weights", "shared"}));
+  expect_consistent(p, s, h100());
+  EXPECT_FALSE(p.backward.weights_in_registers);
+  p = make_plan(s, h100(), pinned({"--backward-weights", "registers", "--weights", "shared"}));
+  expect_consistent(p, s, h100());
+  EXPECT_TRUE(p.backward.weights_in_registers);
+  EXPECT_FALSE(p.forward.weights_in_registers);
+  // Pinning the backward's groups, rows or chunk means its shared-memory kernel.
+  for (const char* plan : {"0,0,0,0,1", "0,0,0,0,0,3", "0,0,0,0,0,0,64"}) {
+    p = make_plan(s, h100(), pinned({"--plan", plan}));
+    expect_consistent(p, s, h100());
+    EXPECT_FALSE(p.backward.weights_in_registers) << plan;
+  }
+  // Registers where they do not fit: refused with the reason, not replaced.
+  const Plan refused =
+      make_plan(size_of(512, 16), h100(), pinned({"--backward-weights", "registers"}));
+  EXPECT_FALSE(refused.fits);
+  EXPECT_NE(refused.why.find("batch rows"), std::string::npos) << refused.why;
+  // Malformed or contradictory: usage errors naming the flag.
+  EXPECT_NE(refusal({"--backward-weights", "smem"}).find("--backward-weights \"smem\""),
+            std::string::npos);
+  const std::string why = refusal({"--plan", "0,0,0,0,2", "--backward-weights", "registers"});
+  EXPECT_NE(why.find("--plan pins the backward's"), std::string::npos) << why;
+  EXPECT_EQ(pinned({"--plan", "0,0,0,0,2", "--backward-weights", "shared"}).backward_groups, 2);
+}
+#endif  // LSTM_PLAN_HAS_BACKWARD_REGISTERS
 
 }  // namespace
 }  // namespace lstm::LSTM_STAGE_NAMESPACE

@@ -1,8 +1,9 @@
-// A persistent training stage on the GPU (training/06_persistent, training/07_staged_dz: this
+// A persistent training stage on the GPU (training/06_persistent to 09_backward_registers: this
 // source is compiled once per stage, in the stage's namespace beside its headers, with
 // LSTM_STAGE_DISPLAY_NAME naming it and LSTM_PLAN_HAS_BACKWARD_CHUNKS where the backward stages
-// dz in chunks; tests/CMakeLists.txt) with its plans pinned through its own flags (--plan,
-// --weights, --input, as its executable takes them), so that every path of the three persistent
+// dz in chunks, LSTM_PLAN_HAS_BACKWARD_REGISTERS where it has a register kernel;
+// tests/CMakeLists.txt) with its plans pinned through its own flags (--plan, --weights, --input,
+// --backward-weights, as its executable takes them), so that every path of the persistent
 // kernels runs. The forward's two kernels (forward stage 12's, keeping the stash): the register
 // kernel with 8 and 32 weights per lane, batch tiles 1, 2, 4 and 8 with padding columns, float4
 // and scalar staging, a partly empty last block, input parts computed in the kernel (I != H,
@@ -12,7 +13,10 @@
 // empty), a last block with fewer units, units not a multiple of 4, one batch row per block;
 // where dz is staged in chunks, also several chunks with a short last one (at one, two, four and
 // many batch rows per block, H odd, L = 3, batch slices) and one chunk of all 4H gate rows; where
-// the product is register-tiled over the rows, tiles with a short last one (Bg = 5, 13, 64). Each
+// the product is register-tiled over the rows, tiles with a short last one (Bg = 5, 13, 64); where
+// the backward has a register kernel, 1 to 4 float4 of gate rows and 1 or 2 float4 of units per
+// thread, B = 1 to 8 (dz in one round or two), a partly empty last block, H not a multiple of 4
+// or of the block's 256 threads, T = 1, three layers, and each backward kernel forced. Each
 // case is checked against the CPU reference on every gradient and must repeat bit for bit.
 // Also: a hidden size too large for the chip is refused before launch, saying why and what
 // fits. Skipped without a GPU.
@@ -33,6 +37,9 @@
 #ifndef LSTM_PLAN_HAS_BACKWARD_TILES
 #define LSTM_PLAN_HAS_BACKWARD_TILES 0
 #endif
+#ifndef LSTM_PLAN_HAS_BACKWARD_REGISTERS
+#define LSTM_PLAN_HAS_BACKWARD_REGISTERS 0
+#endif
 
 namespace lstm::LSTM_STAGE_NAMESPACE {  // the stage's, as its build names it
 std::unique_ptr<Stage> make();
@@ -41,6 +48,8 @@ namespace {
 
 /// Which forward kernel a case must reach (checked against the planner: cases cannot drift).
 enum class Forward { kAny, kRegisters, kShared };
+/// Which backward kernel a case must reach, where the stage has a register kernel.
+enum class Backward { kAny, kRegisters, kShared };
 
 struct PinnedCase {
   const char* label;
@@ -51,6 +60,7 @@ struct PinnedCase {
   const char* flags;
   Forward forward = Forward::kAny;
   int backward_chunks = 0;  ///< where dz is staged in chunks: how many the plan must have (0: any)
+  Backward backward = Backward::kAny;
 };
 
 const std::vector<PinnedCase>& cases() {
@@ -117,6 +127,36 @@ const std::vector<PinnedCase>& cases() {
       {"tiles_b13_groups4_units_10", ProblemSize{301, 40, 13, 3, 1}, "--plan 0,0,0,0,4,13"},
       {"tiles_b64_groups4_j16_chunks", ProblemSize{512, 16, 256, 2, 1}, "--plan 0,0,0,0,4,64"},
 #endif
+#if LSTM_PLAN_HAS_BACKWARD_REGISTERS
+      // The backward's register kernel (row quads x unit quads per thread): the planner's
+      // choice, or forced where stage 07's batch groups are estimated faster; and stage 07's
+      // kernel forced where the register kernel would run.
+      {"bwd_registers_h512_b1", ProblemSize{512, 64, 1, 4, 1}, "", Forward::kAny, 1,
+       Backward::kRegisters},  // 2 x 1 quads
+      {"bwd_registers_h130_b2_three_layers", ProblemSize{130, 20, 2, 5, 3}, "", Forward::kAny, 1,
+       Backward::kRegisters},  // 1 x 1, J = 1
+      {"bwd_registers_h301_b3_t1", ProblemSize{301, 40, 3, 1, 2}, "", Forward::kAny, 1,
+       Backward::kRegisters},  // 2 x 1, J = 3, T = 1: only the product for dh0
+      {"bwd_registers_h509_b8_three_layers", ProblemSize{509, 30, 8, 3, 3},
+       "--backward-weights registers", Forward::kAny, 1,
+       Backward::kRegisters},  // 2 x 1, a last block of one unit, dz in one round
+      {"bwd_registers_h200_b5_forward_shared", ProblemSize{200, 33, 5, 4, 2}, "--weights shared",
+       kShared, 1, Backward::kRegisters},  // 1 x 1, J = 2
+      {"bwd_registers_h520_b4", ProblemSize{520, 24, 4, 3, 1}, "--backward-weights registers",
+       Forward::kAny, 1, Backward::kRegisters},  // 3 x 1, 130 blocks
+      {"bwd_registers_h700_b3_units_6", ProblemSize{700, 40, 3, 3, 2},
+       "--backward-weights registers", Forward::kAny, 1, Backward::kRegisters},  // 3 x 2, J = 6
+      {"bwd_registers_h1023_b2", ProblemSize{1023, 50, 2, 3, 1}, "", Forward::kAny, 1,
+       Backward::kRegisters},  // 4 x 2, a last block of 7 units
+      {"bwd_registers_h1000_b8_two_rounds", ProblemSize{1000, 16, 8, 3, 1},
+       "--backward-weights registers", Forward::kAny, 1, Backward::kRegisters},  // 4 x 2
+      {"bwd_registers_h3_b1", ProblemSize{3, 5, 1, 4, 2}, "", Forward::kAny, 1,
+       Backward::kRegisters},  // 3 blocks of one unit
+      {"bwd_shared_forced_h257_b1", ProblemSize{257, 60, 1, 4, 2}, "--backward-weights shared",
+       Forward::kAny, 1, Backward::kShared},
+      {"bwd_shared_forced_h1024_b4", ProblemSize{1024, 64, 4, 3, 1}, "--backward-weights shared",
+       kRegisters, 1, Backward::kShared},
+#endif
   };
   return list;
 }
@@ -148,6 +188,12 @@ TEST_P(Pinned, MatchesTheCpuReferenceAndRepeats) {
 #if LSTM_PLAN_HAS_BACKWARD_CHUNKS
   if (c.backward_chunks) {
     EXPECT_EQ(plan.backward.chunks, c.backward_chunks) << plan.describe();
+  }
+#endif
+#if LSTM_PLAN_HAS_BACKWARD_REGISTERS
+  if (c.backward != Backward::kAny) {
+    EXPECT_EQ(plan.backward.weights_in_registers, c.backward == Backward::kRegisters)
+        << plan.describe();
   }
 #endif
   const LstmParams params = generate_params(c.size, 7);
@@ -185,6 +231,12 @@ TEST(Flags, TheStageRefusesBadOrContradictoryPins) {  // no GPU needed
   EXPECT_THROW(apply_stage_flags(*make(), {"--weights", "smem"}), std::invalid_argument);
   EXPECT_THROW(apply_stage_flags(*make(), {"--plan", "4,256", "--weights", "registers"}),
                std::invalid_argument);
+#if LSTM_PLAN_HAS_BACKWARD_REGISTERS
+  EXPECT_THROW(apply_stage_flags(*make(), {"--backward-weights", "smem"}), std::invalid_argument);
+  EXPECT_THROW(
+      apply_stage_flags(*make(), {"--plan", "0,0,0,0,2", "--backward-weights", "registers"}),
+      std::invalid_argument);
+#endif
 }
 
 }  // namespace
