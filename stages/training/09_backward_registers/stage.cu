@@ -351,6 +351,7 @@ class PersistentTraining final : public TrainingStage {
                                ones_.data(), 1, &zero, t.grad_b_ih[l], 1));
       CUDA_CHECK(cudaMemcpyAsync(t.grad_b_hh[l], t.grad_b_ih[l], four_h * sizeof(float),
                                  cudaMemcpyDeviceToDevice, stream));
+      gradients_ready(l, stream);  // layer l's gradients are written (stage.h's optional hook)
     }
   }
 
