@@ -92,6 +92,10 @@ Passes passes_of(StageKind kind) {
 /// convert it (the bench checks only that every output is finite).
 std::vector<StageInfo> implementations() {
   std::vector<StageInfo> list = all_stages();
+  // The multigpu series is measured by scripts/scaling.sh, at every GPU count the machine has.
+  list.erase(std::remove_if(list.begin(), list.end(),
+                            [](const StageInfo& info) { return info.series == "multigpu"; }),
+             list.end());
 #ifdef LSTM_BENCH_HAVE_CUDNN
   for (Precision precision : baseline_cudnn::all_precisions()) {
     for (baseline_cudnn::Algo algo : baseline_cudnn::all_algos()) {
