@@ -96,11 +96,11 @@ __global__ void __launch_bounds__(kBackwardThreads, 1) backward_persistent(const
   const int pairs = J * rows;
   const std::size_t state = static_cast<std::size_t>(a.batch) * H;  // one step of (B, H)
   const int staged_words = (a.chunks > 1 ? 2 : 1) * Bn * W;
-  uint4* w_s = reinterpret_cast<uint4*>(shared);                           // [k tile][lane]
+  uint4* w_s = reinterpret_cast<uint4*>(shared);                            // [k tile][lane]
   unsigned* dz_s = reinterpret_cast<unsigned*>(w_s + k_tiles * kWarpSize);  // [2 or 1][Bn][W]
-  float* sums_s = reinterpret_cast<float*>(dz_s + staged_words);           // [S][16][Bn]
-  float* stash_s = sums_s + S * kMmaRows * Bn;                             // [J * Bg][7]
-  float* dc_s = stash_s + kStashFloats * J * Bg;                           // [J * Bg]
+  float* sums_s = reinterpret_cast<float*>(dz_s + staged_words);            // [S][16][Bn]
+  float* stash_s = sums_s + S * kMmaRows * Bn;                              // [J * Bg][7]
+  float* dc_s = stash_s + kStashFloats * J * Bg;                            // [J * Bg]
 
   // ---- once per sequence: this block's fragments of W_hhᵀ (prepared once,
   // arrange_transposed_fragments), copied as they are, all in flight at once.
@@ -143,7 +143,7 @@ __global__ void __launch_bounds__(kBackwardThreads, 1) backward_persistent(const
   const int warp = tid / kWarpSize, lane = tid % kWarpSize;
   const int group_id = lane / 4, in_group = lane % 4;  // PTX's groupID, threadID_in_group
   const int batch_tile = warp % a.batch_tiles, k_slice = warp / a.batch_tiles;
-  const bool computes = k_slice < S;  // warp-uniform: spare warps only stage
+  const bool computes = k_slice < S;                         // warp-uniform: spare warps only stage
   const auto k_range = [&](int n, int* first, int* count) {  // k slice k_slice of n k tiles
     *first = k_slice * n / S;
     *count = (k_slice + 1) * n / S - *first;
@@ -156,8 +156,8 @@ __global__ void __launch_bounds__(kBackwardThreads, 1) backward_persistent(const
     const std::uint16_t* dz_rows =  // [row][4H]: the published dz of this group's rows
         a.dz16 + (slot * state + static_cast<std::size_t>(first_row) * H) * kGates;
     const auto source = [&](int chunk, int n4, int idx) {  // uint2 idx of a chunk
-      return reinterpret_cast<const uint2*>(dz_rows + static_cast<std::size_t>(idx / n4) * gate_rows +
-                                            chunk * a.chunk_rows) +
+      return reinterpret_cast<const uint2*>(
+                 dz_rows + static_cast<std::size_t>(idx / n4) * gate_rows + chunk * a.chunk_rows) +
              idx % n4;
     };
     uint2 staged[kStageRegistersDz];
@@ -190,8 +190,8 @@ __global__ void __launch_bounds__(kBackwardThreads, 1) backward_persistent(const
         // t and t + 4, column g) of staged dz, and one mma.
         const int first = last ? last_first : full_first, count_k = last ? last_count : full_count;
         const uint4* w_fragment = w_s + (chunk * a.chunk_rows / kMmaK + first) * kWarpSize + lane;
-        const unsigned* dz_fragment = buffer + (batch_tile * kMmaColumns + group_id) * W +
-                                      first * kMmaK / 2 + in_group;
+        const unsigned* dz_fragment =
+            buffer + (batch_tile * kMmaColumns + group_id) * W + first * kMmaK / 2 + in_group;
 #pragma unroll 4
         for (int step = 0; step < count_k;
              ++step, w_fragment += kWarpSize, dz_fragment += kMmaK / 2)
@@ -201,8 +201,8 @@ __global__ void __launch_bounds__(kBackwardThreads, 1) backward_persistent(const
     // One partial tile per k slice: d0, d1 at row (unit) groupID, columns 2 threadID_in_group
     // and the next; d2, d3 eight rows down.
     if (!computes) return;  // warp-uniform
-    float* out = sums_s + (k_slice * kMmaRows + group_id) * Bn + batch_tile * kMmaColumns +
-                 2 * in_group;
+    float* out =
+        sums_s + (k_slice * kMmaRows + group_id) * Bn + batch_tile * kMmaColumns + 2 * in_group;
     *reinterpret_cast<float2*>(out) = make_float2(acc[0], acc[1]);
     *reinterpret_cast<float2*>(out + 8 * Bn) = make_float2(acc[2], acc[3]);
   };

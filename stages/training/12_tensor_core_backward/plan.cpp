@@ -108,7 +108,6 @@ void lay_out(ForwardPlan& plan, const ProblemSize& s, const DeviceLimits& device
   plan.cost = plan.slices * (s.seq_len * step + kLaunchClocks);
 }
 
-
 /// Estimated clocks of one backward layer with plan `b` (sizes set): per step a fixed latency, the
 /// chunks' barriers and the k slices' reduction, then the largest of the mma work, the chain of
 /// dependent mma of a warp, the L2 traffic of one SM and of all, and one round trip per chunk.
@@ -156,11 +155,12 @@ std::string plan_backward(const ProblemSize& s, const DeviceLimits& device, int 
     const std::size_t beside = backward_shared_bytes(H, J, rows, 0);
     const std::size_t room = beside < device.shared_bytes ? device.shared_bytes - beside : 0;
     const std::size_t column_bytes = static_cast<std::size_t>(b.batch_tiles) * kMmaColumns * 4;
-    const bool whole = padded_k <= carried &&
-                       room >= column_bytes * static_cast<std::size_t>(backward_dz_stride(padded_k));
-    const int fit = whole ? padded_k
-                          : std::max(static_cast<int>(room / (2 * column_bytes)) - 8, 0) * 2 /
-                                kMmaK * kMmaK;
+    const bool whole =
+        padded_k <= carried &&
+        room >= column_bytes * static_cast<std::size_t>(backward_dz_stride(padded_k));
+    const int fit =
+        whole ? padded_k
+              : std::max(static_cast<int>(room / (2 * column_bytes)) - 8, 0) * 2 / kMmaK * kMmaK;
     const int chunk = pinned_chunk > 0 ? std::min(pinned_chunk, padded_k) : std::min(carried, fit);
     b.chunk_rows = std::max(chunk, kMmaK);
     b.chunks = ceil_div(kGates * H, b.chunk_rows);
@@ -215,9 +215,9 @@ std::size_t backward_shared_bytes(int hidden, int units, int rows, int chunk_row
   // dz: [2][columns][dz_stride] words, one buffer where one chunk holds all 4H gate rows
   const std::size_t buffers = chunk_rows == 0 ? 0 : (chunk_rows < kGates * hidden ? 2 : 1);
   const std::size_t words = buffers * columns * backward_dz_stride(chunk_rows);
-  const std::size_t floats = static_cast<std::size_t>(kBackwardWarps / tiles) * kMmaRows *
-                                 columns                    // partial sums
-                             + kStashFloats * pairs + pairs;  // the step's stash, dc
+  const std::size_t floats =
+      static_cast<std::size_t>(kBackwardWarps / tiles) * kMmaRows * columns  // partial sums
+      + kStashFloats * pairs + pairs;                                        // the step's stash, dc
   return 2 * kMmaRows * padded_k + (words + floats) * 4;  // W_hhᵀ's fragments in 16 bits
 }
 

@@ -5,8 +5,9 @@
  *         (which keeps the stash), and slot 0 of the forward's exchange buffer.
  *
  * Forward stage 17's primitives, with what the backward needs beside them (waiting for values
- * at any addresses, named cp.async commit and wait) and its cell update keeping the stash. The protocol and why it is correct: forward stage 08's README, "Publishing h without a
- * barrier"; this stage: README.md beside this file.
+ * at any addresses, named cp.async commit and wait) and its cell update keeping the stash. The
+ * protocol and why it is correct: forward stage 08's README, "Publishing h without a barrier"; this
+ * stage: README.md beside this file.
  */
 #pragma once
 
@@ -90,7 +91,8 @@ __device__ __forceinline__ void wait_published_at(Value (&staged)[kInFlight], Ad
 template <int kInFlight, typename Value>
 __device__ __forceinline__ void wait_published(Value (&staged)[kInFlight], const Value* source,
                                                int count, int base, int stride) {
-  wait_published_at(staged, [source](int idx) { return source + idx; }, count, base, stride);
+  wait_published_at(
+      staged, [source](int idx) { return source + idx; }, count, base, stride);
 }
 
 // ---------------------------------------------------------------------------------------------

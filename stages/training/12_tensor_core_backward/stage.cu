@@ -376,8 +376,8 @@ class PersistentTraining final : public TrainingStage {
         static_cast<int>(std::min<std::size_t>(ceil_div<std::size_t>(per_layer, 256), 1024));
     const std::size_t backward_per_layer =
         backward_fragment_bytes(s, plan_.backward) / s.layers / sizeof(unsigned);
-    const auto transposed = bf16 ? &arrange_transposed_fragments<__nv_bfloat16>
-                                 : &arrange_transposed_fragments<__half>;
+    const auto transposed =
+        bf16 ? &arrange_transposed_fragments<__nv_bfloat16> : &arrange_transposed_fragments<__half>;
     const int backward_blocks = static_cast<int>(
         std::min<std::size_t>(ceil_div<std::size_t>(backward_per_layer, 256), 1024));
     for (int layer = 0; layer < s.layers; ++layer) {
