@@ -293,6 +293,18 @@ MUTATIONS = [
     ("gpu", "training stage 08 multiplies every row of a tile with the dz of the tile's first row",
      "stages/training/08_tiled_backward_product/backward_kernel.cuh",
      "buffer[(tile_row + r) * C4 + i]", "buffer[tile_row * C4 + i]", "gpu"),
+    # ---- training stage 12 (the backward's product W_hhᵀ · dz on tensor cores, dz in 16 bits)
+    ("gpu", "training stage 12 arranges W_hh's rows, not its columns, as the backward's fragments (no transpose)",
+     "stages/training/12_tensor_core_backward/backward_kernel.cuh",
+     "real && k < gate_rows ? w_hh[static_cast<std::size_t>(k) * H + unit] : 0.0f,",
+     "real && k < gate_rows ? w_hh[static_cast<std::size_t>(unit) * H + k] : 0.0f,", "gpu"),
+    ("gpu", "training stage 12 reads gate rows 8-15 of each B fragment of dz from rows 0-7",
+     "stages/training/12_tensor_core_backward/backward_kernel.cuh",
+     "dz_fragment[0], dz_fragment[4]);", "dz_fragment[0], dz_fragment[0]);", "gpu"),
+    ("gpu", "training stage 12 adds only the first k slice's partial sums of W_hhᵀ · dz",
+     "stages/training/12_tensor_core_backward/backward_kernel.cuh",
+     "for (int s = 0; s < S; ++s)\n      sum += sums_s[", "for (int s = 0; s < 1; ++s)\n      sum += sums_s[",
+     "gpu"),
     # ---- training stage 09 (the small-batch backward keeps W_hh's columns in registers)
     ("gpu", "training stage 09 loads the four gate rows of a row quad's weights from its first row",
      "stages/training/09_backward_registers/backward_registers.cuh",

@@ -1,4 +1,5 @@
-// A training stage with the forward on tensor cores (training/10_tensor_cores: this source is
+// A training stage with the forward on tensor cores (training/10_tensor_cores, and
+// training/12_tensor_core_backward, whose backward's product is on tensor cores too: this source is
 // compiled once per stage, in the stage's namespace beside its headers, with
 // LSTM_STAGE_DISPLAY_NAME naming it; tests/CMakeLists.txt), in FP16 and in BF16, with its plans
 // left to the planner or pinned through --plan, so that every path of its kernels runs. The
@@ -6,7 +7,9 @@
 // (k and the unit rows padded with zeros), I != H and I > H, L = 3 and 4 (the layers above the
 // first read the layer below's h, rounded to 16 bits for the input GEMM), B = 1, B odd, batch
 // groups, batch slices, several chunks of h, the 8-, 16- and 32-column warp tiles, T = 1. The
-// backward (training stage 07's) with batch groups and several chunks of dz. The data are
+// backward with batch groups and several chunks of dz; in stage 12 (mma tiles of 16 units, 8
+// batch rows, 16 gate rows) also a last chunk of dz of fewer than 16 gate rows, 4H not a multiple
+// of 16, groups of 3 and 6 column tiles, k slices over fewer k tiles than warps. The data are
 // rounded to the precision first, as the harness does (core/quantize.h); each case is checked
 // against the FP64 reference on every output and gradient with the precision's bounds, must
 // repeat bit for bit, and prints its measured errors ([ MEASURED ]). Also: a pass with other
@@ -54,6 +57,8 @@ const std::vector<Case>& cases() {
       {"fwd_tile32_groups3_bwd_groups2", ProblemSize{257, 31, 70, 3, 1}, "32,256,3,0,2"},
       {"fwd_slices_bwd_slices", ProblemSize{130, 30, 11, 4, 2}, "16,64,1,4,2,2"},
       {"one_row_per_block", ProblemSize{66, 66, 5, 3, 2}, "8,128,1,1,1,1"},
+      {"bwd_chunks_of_32_last_20_B21_L3", ProblemSize{37, 21, 21, 3, 3}, "0,0,0,0,1,0,32"},
+      {"bwd_chunks_of_48_last_12_B45", ProblemSize{75, 20, 45, 2, 1}, "0,0,0,0,1,0,48"},
   };
   return list;
 }
