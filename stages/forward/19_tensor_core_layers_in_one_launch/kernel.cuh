@@ -32,10 +32,10 @@ struct SharedKernelArgs {
   int units_per_block, unit_blocks, batch_groups, group_batch, padded_batch;
   int tile_groups_units, tile_groups_batch, mma_batch, h_stride, k_slices;
   int chunk_rows, chunks;
-  int input_rows;   // 0: input_part from cuBLAS; H: W_ih · h^{l-1}_t multiplied here
-  int first_block;  // the layer's first block in the launch
-  int lag;          // its place in the wavefront: its step t reads exchange slot t + lag
-  int parts;        // P: layers in the launch, each with its part of every exchange slot
+  int input_rows;    // 0: input_part from cuBLAS; H: W_ih · h^{l-1}_t multiplied here
+  int first_block;   // the layer's first block in the launch
+  int lag;           // its place in the wavefront: its step t reads exchange slot t + lag
+  int parts;         // P: layers in the launch, each with its part of every exchange slot
   long long* trace;  // nullptr, or kTraceSlots cycle counts of block 0 (--trace)
 };
 
@@ -47,16 +47,16 @@ struct SharedLaunchArgs {
 };
 
 /// [W_ih | W_hh] (4H x (input_rows + H): W_ih's columns first where input_rows = H, an upper
-/// layer of a wavefront; FP32, PyTorch's layout) rounded to Element and arranged once as every block's
-/// A fragments, [unit block][k tile][row tile][lane] (uint4: four 32-bit words a lane). Row R of
-/// a block's product is gate R % 4 of unit R / 4 (J units a block); word r of lane (groupID g,
+/// layer of a wavefront; FP32, PyTorch's layout) rounded to Element and arranged once as every
+/// block's A fragments, [unit block][k tile][row tile][lane] (uint4: four 32-bit words a lane). Row
+/// R of a block's product is gate R % 4 of unit R / 4 (J units a block); word r of lane (groupID g,
 /// threadID_in_group t) of the fragment of k tile kt and row tile mt holds rows mt*16 + g +
 /// 8 (r & 1), k = kt*16 + 2t + 8 (r >> 1) and the next k, the lower k in the low 16 bits (PTX
 /// ISA, "Matrix Fragments for mma.m16n8k16 with floating point type"). Zeros past K = input_rows
 /// + H (the padding of k) and past H units. Grid-stride over every block's words.
 template <typename Element>
-__global__ void arrange_fragments(const float* w_ih, const float* w_hh, unsigned* fragments,
-                                  int H, int input_rows, int J, int row_tiles, int unit_blocks) {
+__global__ void arrange_fragments(const float* w_ih, const float* w_hh, unsigned* fragments, int H,
+                                  int input_rows, int J, int row_tiles, int unit_blocks) {
   const int K = input_rows + H, k_tiles = (K + kMmaK - 1) / kMmaK, rows_w = J * kGates;
   const std::size_t block_words = static_cast<std::size_t>(k_tiles) * row_tiles * kWarpSize * 4;
   for (std::size_t n = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
@@ -70,7 +70,7 @@ __global__ void arrange_fragments(const float* w_ih, const float* w_hh, unsigned
     const bool real = unit < H && row < rows_w;
     const std::size_t w_row = static_cast<std::size_t>(row % kGates) * H + unit;
     const auto weight = [&](int k) {  // column k of [W_ih | W_hh]'s row
-      return !real || k >= K ? 0.0f
+      return !real || k >= K  ? 0.0f
              : k < input_rows ? w_ih[w_row * input_rows + k]
                               : w_hh[w_row * H + (k - input_rows)];
     };

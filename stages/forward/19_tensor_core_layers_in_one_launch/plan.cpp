@@ -151,7 +151,7 @@ std::size_t shared_bytes_for(const Plan& p, int hidden) {
   const std::size_t halves = mma_rows * padded_hidden(hidden + p.input_rows)  // [W_ih |] W_hh
                              + 2 * static_cast<std::size_t>(p.chunk_rows) * p.h_stride;  // h
   const std::size_t floats =
-      static_cast<std::size_t>(p.k_slices) * mma_rows * p.mma_batch  // sums
+      static_cast<std::size_t>(p.k_slices) * mma_rows * p.mma_batch   // sums
       + (p.input_rows == 0 ? rows * p.padded_batch : 0)               // input parts (cuBLAS's)
       + static_cast<std::size_t>(p.units_per_block) * p.padded_batch  // c
       + rows;                                                         // biases
@@ -199,7 +199,8 @@ Plan make_plan(const ProblemSize& s, const DeviceLimits& device, const PlanReque
 
 NetworkPlan make_wavefront_launch(const ProblemSize& s, const DeviceLimits& device,
                                   const PlanRequest& request, int count) {
-  std::vector<int> tiles = {8, 16, 32}, threads = {256, 512}, groups = {1, 2, 4, 8, 16, 32};
+  // The most warps first: a refusal then names the weights, not a lack of warps.
+  std::vector<int> tiles = {8, 16, 32}, threads = {512, 256}, groups = {1, 2, 4, 8, 16, 32};
   if (request.tile_batch) tiles = {request.tile_batch};
   if (request.threads) threads = {request.threads};
   if (request.batch_groups) groups = {request.batch_groups};
@@ -241,8 +242,9 @@ NetworkPlan make_wavefront_launch(const ProblemSize& s, const DeviceLimits& devi
           // T + count - 1 steps of the wavefront, each as long as the slowest layer's.
           launch.cost *= static_cast<double>(s.seq_len + count - 1) / s.seq_len;
           if (fits && launch.cost < best.cost) best = launch;
-          if (!fits && first_refusal.layers.empty()) first_refusal = launch;
-          if (fits || rows == 1 || request.group_batch) break;
+          const bool last_try = fits || rows == 1 || request.group_batch;
+          if (!fits && last_try && first_refusal.layers.empty()) first_refusal = launch;
+          if (last_try) break;
         }
       }
     }

@@ -213,8 +213,8 @@ __global__ void publish_initial_state(const float* h0, std::uint16_t* slot0, int
     const int row = batch_begin + g * group_batch + b;
     slot0[g * group_stride + i % (static_cast<std::size_t>(hidden) * padded_batch)] =
         element_bits<Element>((b < group_batch && row < batch_end)
-                                         ? h0[static_cast<std::size_t>(row) * hidden + k]
-                                         : 0.0f);
+                                  ? h0[static_cast<std::size_t>(row) * hidden + k]
+                                  : 0.0f);
   }
 }
 

@@ -171,7 +171,8 @@ class PersistentStage final : public Stage {
     const std::size_t exchange = network.fits ? exchange_values(s, network) : 0;
     return (kGates * sequence + std::min(s.layers - 1, 2) * sequence) * sizeof(float) +
            (exchange + w_ih_values(s) + input_values(s)) * sizeof(std::uint16_t) +
-           kCublasWorkspaceBytes + (network.fits ? fragment_offset(s, network, s.layers) : 0) * sizeof(uint4);
+           kCublasWorkspaceBytes +
+           (network.fits ? fragment_offset(s, network, s.layers) : 0) * sizeof(uint4);
   }
 
   void prepare(const DeviceTensors& t) override {
@@ -339,8 +340,8 @@ class PersistentStage final : public Stage {
 
   /// Sets the kernel's arguments that say which layer and batch rows [begin, end) a launch
   /// computes, and the plan's lane layout.
-  void set_common_args(SharedKernelArgs& args, const Plan& plan, const DeviceTensors& t,
-                       int layer, float* output_sequence, int begin, int end) {
+  void set_common_args(SharedKernelArgs& args, const Plan& plan, const DeviceTensors& t, int layer,
+                       float* output_sequence, int begin, int end) {
     const ProblemSize& s = t.size;
     const std::size_t state = static_cast<std::size_t>(s.batch) * s.hidden;
     args.w_fragments = fragments_.data() + fragment_offset(s, network_, layer);
@@ -403,14 +404,13 @@ class PersistentStage final : public Stage {
   }
   /// Where layer `layer`'s A fragments start (uint4), every layer before it with its own plan's
   /// U blocks x k tiles of K x row tiles x 32 lanes; layer L: the size of all of them.
-  static std::size_t fragment_offset(const ProblemSize& s, const NetworkPlan& network,
-                                     int layer) {
+  static std::size_t fragment_offset(const ProblemSize& s, const NetworkPlan& network, int layer) {
     std::size_t offset = 0;
     for (int l = 0; l < layer; ++l) {
       const Plan& plan = layer_plan(network, l);
       const std::size_t k_tiles = (s.hidden + plan.input_rows + kMmaK - 1) / kMmaK;
-      offset += static_cast<std::size_t>(plan.unit_blocks) * k_tiles * plan.tile_groups_units *
-                kWarpSize;
+      offset +=
+          static_cast<std::size_t>(plan.unit_blocks) * k_tiles * plan.tile_groups_units * kWarpSize;
     }
     return offset;
   }
