@@ -10,6 +10,11 @@
 // is checked against the CPU reference with the precision's bounds, must repeat bit for bit, and
 // prints its measured errors ([ MEASURED ]). A too-large H is refused before anything runs,
 // saying what fits. Skipped without a GPU.
+// A stage whose planner runs several layers in one launch (LSTM_TC_HAS_WAVEFRONT,
+// forward/19_tensor_core_layers_in_one_launch) adds wave_* cases with --layers-per-launch pinned:
+// L = 2, 3, 4 and 5 (two launches) in one launch, odd H, B and I, batch groups, several chunks
+// of K = 2H, batch slices; a refused --layers-per-launch names the most that fit; and its
+// planner's choices at the H100's limits (run on the CPU too).
 #include <gtest/gtest.h>
 
 #include <iostream>
@@ -23,6 +28,10 @@
 #include "harness/stage_main.h"
 #include "plan.h"
 
+#ifndef LSTM_TC_HAS_WAVEFRONT
+#define LSTM_TC_HAS_WAVEFRONT 0
+#endif
+
 namespace lstm::LSTM_STAGE_NAMESPACE {  // the stage's, as its build names it
 
 std::unique_ptr<Stage> make();       // FP16 (stage.cu)
@@ -34,6 +43,7 @@ struct Case {
   const char* label;
   ProblemSize size;  // H, I, B, T, L
   const char* plan;  // --plan tile,threads,groups,rows ("" = the planner's)
+  const char* layers_per_launch = "";  // --layers-per-launch (a wavefront stage; "" = planner's)
 };
 
 const std::vector<Case>& cases() {
@@ -53,15 +63,28 @@ const std::vector<Case>& cases() {
       {"tile16_slices", ProblemSize{520, 30, 40, 4, 1}, "16,64,1,20"},
       {"threads512_B1_empty_k_slices", ProblemSize{64, 64, 1, 3, 3}, "8,512,1,0"},
       {"one_row_per_block", ProblemSize{66, 66, 5, 3, 2}, "8,128,1,1"},
+#if LSTM_TC_HAS_WAVEFRONT
+      {"wave_L2", ProblemSize{64, 40, 5, 7, 2}, "", "2"},
+      {"wave_L3_odd_H_B_I", ProblemSize{37, 19, 3, 7, 3}, "", "3"},
+      {"wave_L4_B1", ProblemSize{64, 64, 1, 9, 4}, "", "4"},
+      {"wave_L4_groups2", ProblemSize{130, 50, 70, 5, 4}, "16,256,2,0", "4"},
+      {"wave_L4_chunks_short_last", ProblemSize{300, 50, 64, 6, 4}, "32,512,1,0", "4"},
+      {"wave_L3_slices", ProblemSize{70, 30, 40, 4, 3}, "16,256,1,16", "3"},
+      {"wave_L5_two_launches", ProblemSize{96, 40, 20, 6, 5}, "", "3"},
+      {"wave_L2_one_launch_per_layer", ProblemSize{96, 40, 20, 6, 2}, "", "1"},
+#endif
   };
   return list;
 }
 
 const char* kPrecisions[] = {"fp16", "bf16"};
 
-std::unique_ptr<Stage> make_stage(const std::string& precision, const std::string& plan) {
+std::unique_ptr<Stage> make_stage(const std::string& precision, const std::string& plan,
+                                  const std::string& layers_per_launch = "") {
   std::unique_ptr<Stage> stage = precision == "bf16" ? make_bf16() : make();
   if (!plan.empty()) apply_stage_flags(*stage, {"--plan", plan});
+  if (!layers_per_launch.empty())
+    apply_stage_flags(*stage, {"--layers-per-launch", layers_per_launch});
   return stage;
 }
 
@@ -71,7 +94,7 @@ TEST_P(TensorCores, MatchesTheCpuReferenceWithinThePrecisionsBoundsAndRepeats) {
   SKIP_WITHOUT_GPU();
   const Case& c = cases()[std::get<0>(GetParam())];
   const std::string precision = kPrecisions[std::get<1>(GetParam())];
-  std::unique_ptr<Stage> stage = make_stage(precision, c.plan);
+  std::unique_ptr<Stage> stage = make_stage(precision, c.plan, c.layers_per_launch);
   ASSERT_EQ(precision_name(stage->precision()), precision);
   LstmParams params = generate_params(c.size, 7);
   quantize_problem(stage->precision(), params);  // as run_stages does
@@ -146,6 +169,75 @@ TEST(TensorCoresFlags, PrecisionFlagChoosesTheType) {
   EXPECT_THROW(apply_stage_flags(*make(), {"--precision", "fp32"}), std::invalid_argument);
   EXPECT_THROW(apply_stage_flags(*make(), {"--plan", "4,256"}), std::invalid_argument);
 }
+
+#if LSTM_TC_HAS_WAVEFRONT
+// The planner at the H100's limits (132 SMs, 227 KiB a block): host code, runs without a GPU.
+DeviceLimits h100_limits() {
+  cudaDeviceProp prop{};
+  prop.multiProcessorCount = 132;
+  prop.sharedMemPerBlockOptin = 227 * 1024;
+  return device_limits(prop);  // the stage's own reading of the properties
+}
+
+TEST(TensorCoresWavefront, TheCanonicalConfigRunsItsFourLayersInOneLaunch) {
+  const NetworkPlan network = make_network_plan(ProblemSize{512, 512, 64, 100, 4}, h100_limits());
+  ASSERT_TRUE(network.fits) << network.why;
+  ASSERT_EQ(network.launches.size(), 1u) << network.describe();
+  const LayerLaunch& launch = network.launches.front();
+  ASSERT_EQ(launch.layers.size(), 4u);
+  EXPECT_LE(launch.blocks(), 132);
+  EXPECT_EQ(launch.layers[0].input_rows, 0);  // its input parts from cuBLAS
+  for (std::size_t i = 1; i < launch.layers.size(); ++i) {
+    EXPECT_EQ(launch.layers[i].input_rows, 512) << "upper layer " << i << ": W_ih on chip";
+    EXPECT_EQ(launch.layers[i].batch_groups, launch.layers[0].batch_groups);
+    EXPECT_EQ(launch.layers[i].group_batch, launch.layers[0].group_batch);
+    EXPECT_EQ(launch.layers[i].tile_batch, launch.layers[0].tile_batch);
+  }
+  std::cout << "[ PLAN ] canonical:" << network.describe() << "\n";
+}
+
+TEST(TensorCoresWavefront, OneLayerRunsStage17sPlan) {
+  const ProblemSize size{512, 512, 64, 100, 1};
+  const NetworkPlan network = make_network_plan(size, h100_limits());
+  const Plan single = make_plan(size, h100_limits());
+  ASSERT_TRUE(network.fits);
+  ASSERT_EQ(network.launches.size(), 1u);
+  ASSERT_EQ(network.launches.front().layers.size(), 1u);
+  EXPECT_EQ(network.launches.front().layers.front().describe(), single.describe());
+}
+
+TEST(TensorCoresWavefront, LayersThatDoNotFitTogetherRunStage17sLaunches) {
+  // H = 1024, B = 64: two layers fit only with batch slices; the cost model keeps stage 17's.
+  const NetworkPlan network = make_network_plan(ProblemSize{1024, 1024, 64, 100, 4}, h100_limits());
+  ASSERT_TRUE(network.fits);
+  EXPECT_EQ(network.layers_per_launch(), 1) << network.describe();
+  EXPECT_EQ(network.launches.size(), 4u);
+}
+
+TEST(TensorCoresWavefront, APinnedCountThatDoesNotFitIsRefusedNamingTheMostThatFit) {
+  PlanRequest request;
+  request.layers_per_launch = 4;
+  const NetworkPlan network =
+      make_network_plan(ProblemSize{1024, 1024, 4, 100, 4}, h100_limits(), request);
+  EXPECT_FALSE(network.fits);
+  EXPECT_NE(network.why.find("4 layers do not fit in one launch"), std::string::npos)
+      << network.why;
+  EXPECT_NE(network.why.find("at most 2 do"), std::string::npos) << network.why;
+  EXPECT_THROW(apply_stage_flags(*make(), {"--layers-per-launch", "9"}), std::invalid_argument);
+}
+
+TEST(TensorCoresWavefront, TooManyLayersPerLaunchAreRefusedBeforeLaunch) {
+  SKIP_WITHOUT_GPU();
+  cudaDeviceProp prop{};
+  CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+  for (const char* precision : kPrecisions) {
+    const std::string why =
+        make_stage(precision, "", "4")->unsupported_reason(ProblemSize{1024, 1024, 4, 10, 4}, prop);
+    EXPECT_NE(why.find("do not fit in one launch"), std::string::npos) << why;
+    std::cout << "[ REFUSED ] " << precision << " H=1024 L=4 in one launch: " << why << "\n";
+  }
+}
+#endif  // LSTM_TC_HAS_WAVEFRONT
 
 }  // namespace
 }  // namespace lstm::LSTM_STAGE_NAMESPACE
