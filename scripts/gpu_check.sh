@@ -244,9 +244,13 @@ fi
 if wants sanitizers; then
   small="--hidden 40 --input-size 24 --batch 3 --seq 4 --layers 2 --iters 1 --warmup 0"
   for stage in "${stages[@]}"; do
+    # NCCL's ncclCommInitAll asks for attributes of kernels it has no image of here: an API error
+    # inside NCCL that memcheck would report as the multigpu stage's.
+    api=()
+    [[ $stage == *multigpu* ]] && api=(--report-api-errors no)
     for tool in memcheck racecheck synccheck; do
       # shellcheck disable=SC2086
-      run_step "$stage.$tool" compute-sanitizer --tool "$tool" --error-exitcode 99 \
+      run_step "$stage.$tool" compute-sanitizer --tool "$tool" "${api[@]}" --error-exitcode 99 \
         "$build/bin/$stage" $small
     done
   done
