@@ -431,7 +431,7 @@ def bar_panel(ax, runs, values, texts, tops=None, **kw):
                     textcoords="offset points", ha="center", va="bottom", fontsize=8,
                     rotation=90 * narrow, bbox=dict(fc="white", ec="none", pad=0.3))
     ax.set_xticks(range(len(runs)), [(r.impl.split("/")[-1].replace("_", " ") if is_stage(r.impl)
-                                      else display(r.impl).replace(" ", "\n", 1))
+                                      else display(r.impl))
                                      + f" ({r.precision.upper()})" * (r.precision != "fp32")
                                      for r in runs],
                   rotation=30, ha="right", rotation_mode="anchor", fontsize=8.5)
