@@ -30,6 +30,7 @@
 #include <string>
 #include <vector>
 
+#include "core/timing_stats.h"
 #include "harness/cuda_utils.h"
 #include "harness/stage.h"
 #include "harness/stage_registry.h"
@@ -464,7 +465,7 @@ class DataParallel final : public TrainingStage {
     CUDA_CHECK(cudaStreamCreateWithFlags(&timing, cudaStreamNonBlocking));
     CUDA_CHECK(cudaEventCreate(&start));
     CUDA_CHECK(cudaEventCreate(&stop));
-    std::vector<float> ms;
+    std::vector<double> ms;
     for (int run = 0; run < kPartWarmup + kPartRuns; ++run) {
       CUDA_CHECK(cudaSetDevice(home_));
       CUDA_CHECK(cudaEventRecord(start, timing));
@@ -484,8 +485,7 @@ class DataParallel final : public TrainingStage {
     CUDA_CHECK(cudaEventDestroy(start));
     CUDA_CHECK(cudaEventDestroy(stop));
     CUDA_CHECK(cudaStreamDestroy(timing));
-    std::sort(ms.begin(), ms.end());
-    return ms.size() % 2 ? ms[ms.size() / 2] : 0.5 * (ms[ms.size() / 2 - 1] + ms[ms.size() / 2]);
+    return summarize_runs(ms).median_ms;
   }
 
   void time_parts(const DeviceTensors& t) {
