@@ -263,11 +263,19 @@ class DataParallel final : public TrainingStage {
     CUDA_CHECK(cudaEventCreateWithFlags(&inputs_ready_, cudaEventDisableTiming));
     written_.assign(s.layers, 0);
     reduced_.assign(s.layers, false);
+    prepared_ = t;
     if (!parts_json_.empty()) time_parts(t);
   }
 
   void forward(const DeviceTensors& t, cudaStream_t stream) override {
     const ProblemSize& s = t.size;
+    // The other GPUs hold copies of the weights prepare() saw (make_share): refuse others.
+    if (gpus_ > 1 && (t.w_ih != prepared_.w_ih || t.w_hh != prepared_.w_hh ||
+                      t.b_ih != prepared_.b_ih || t.b_hh != prepared_.b_hh)) {
+      throw std::runtime_error(
+          "multigpu/00_data_parallel: a pass with other weights than prepare() copied to the "
+          "other GPUs; call prepare() with them first");
+    }
     KeepDevice keep;
     CUDA_CHECK(cudaEventRecord(inputs_ready_, stream));
     for (auto& replica : replicas_) {
@@ -579,6 +587,7 @@ class DataParallel final : public TrainingStage {
   std::string parts_json_;
   int home_ = 0;  // the harness's GPU: GPU 0 of the split
   std::vector<std::unique_ptr<Replica>> replicas_;
+  DeviceTensors prepared_;  // what prepare() saw: the other GPUs hold copies of its weights
   cudaEvent_t inputs_ready_ = nullptr;  // on the harness's stream: a pass's inputs are there
   std::vector<int> written_;            // per layer: how many GPUs have written it
   std::vector<bool> reduced_;           // per layer: its all-reduce is enqueued
