@@ -11,6 +11,8 @@
 //   LSTM_PLAN_HAS_BACKWARD_TILES   the backward's product is register-tiled over the batch rows
 //   LSTM_PLAN_HAS_BACKWARD_REGISTERS  the backward's small-batch register kernel
 //                                  (--backward-weights)
+//   LSTM_PLAN_HAS_PARTIAL_SUMS     the backward publishes partial sums of dh, each block reading
+//                                  its own units' (no k slices, no limit on units but room)
 //   LSTM_PLAN_HAS_WAVEFRONT        several layers in one launch (make_network_plan,
 //                                  --layers-per-launch)
 #include <gtest/gtest.h>
@@ -41,6 +43,9 @@
 #endif
 #ifndef LSTM_PLAN_HAS_BACKWARD_REGISTERS
 #define LSTM_PLAN_HAS_BACKWARD_REGISTERS 0
+#endif
+#ifndef LSTM_PLAN_HAS_PARTIAL_SUMS
+#define LSTM_PLAN_HAS_PARTIAL_SUMS 0
 #endif
 
 namespace lstm::LSTM_STAGE_NAMESPACE {  // the stage's, as its build names it
@@ -178,6 +183,8 @@ void expect_register_kernel_plan(const ForwardPlan& f, const ProblemSize& s) {
 std::size_t backward_bytes(const BackwardPlan& b, int hidden) {
 #if LSTM_PLAN_HAS_BACKWARD_CHUNKS
   return backward_shared_bytes(hidden, b.units_per_block, b.group_rows, b.k_slices, b.chunk_rows);
+#elif LSTM_PLAN_HAS_PARTIAL_SUMS
+  return backward_shared_bytes(hidden, b.units_per_block, b.group_rows);
 #else
   return backward_shared_bytes(hidden, b.units_per_block, b.group_rows, b.k_slices);
 #endif
@@ -218,12 +225,27 @@ void expect_backward_plan(const BackwardPlan& b, const ProblemSize& s, const Dev
   EXPECT_EQ(b.threads, kBackwardThreads);
 #endif
   EXPECT_LE(b.blocks(), device.sm_count);
-  EXPECT_LE(b.units_per_block, kMaxUnitsPerBlock);  // the kernel's sums per thread
-  EXPECT_EQ(b.unit_quads, ceil_div(b.units_per_block, 4));
   EXPECT_GE(b.units_per_block * b.unit_blocks, s.hidden);
   EXPECT_LT(b.units_per_block * (b.unit_blocks - 1), s.hidden);
   EXPECT_GE(b.group_rows, 1);
   EXPECT_EQ(b.slices, ceil_div(s.batch, b.batch_groups * b.group_rows));
+#if LSTM_PLAN_HAS_PARTIAL_SUMS
+  // The gather: L threads per pair within the block (or one per pair past 512 pairs), at most one
+  // per unit block; Q lanes a power of two, at most L and 32.
+  const int pairs = b.units_per_block * b.group_rows, L = b.gather_lanes, Q = b.sum_lanes;
+  EXPECT_EQ(L, backward_gather_lanes(b.units_per_block, b.group_rows, b.unit_blocks));
+  EXPECT_GE(L, 1);
+  EXPECT_LE(L, b.unit_blocks);
+  EXPECT_TRUE(L * pairs <= kBackwardThreads || L == 1);
+  EXPECT_EQ(Q & (Q - 1), 0);
+  EXPECT_LE(Q, std::min(L, kWarpSize));
+  EXPECT_GT(2 * Q, std::min(L, kWarpSize));
+  EXPECT_LE(b.group_rows, kMaxBackwardRows);
+  EXPECT_EQ(b.shared_bytes, backward_bytes(b, s.hidden));
+  EXPECT_LE(b.shared_bytes, device.shared_bytes);
+#else
+  EXPECT_LE(b.units_per_block, kMaxUnitsPerBlock);  // the kernel's sums per thread
+  EXPECT_EQ(b.unit_quads, ceil_div(b.units_per_block, 4));
   EXPECT_EQ(b.k_slices, backward_k_slices(b.group_rows));
   // The warps of a block cover its row quads, k slices each (or one slice, several quads each).
 #if LSTM_PLAN_HAS_BACKWARD_TILES  // a warp's lanes cover 4 tiles of tile_rows rows each
@@ -250,6 +272,7 @@ void expect_backward_plan(const BackwardPlan& b, const ProblemSize& s, const Dev
   EXPECT_EQ(b.chunks, ceil_div(kGates * s.hidden, b.chunk_rows));
   EXPECT_LE(b.chunk_rows / 4, kStageRegistersDz * b.stage_threads);
 #endif
+#endif  // LSTM_PLAN_HAS_PARTIAL_SUMS
 }
 #endif
 
@@ -323,6 +346,16 @@ TEST(Plan, SharedMemoryIsTheKernelsLayout) {
   EXPECT_EQ(backward_lanes_rows(2), 2);
   EXPECT_EQ(backward_lanes_rows(3), 4);
   EXPECT_EQ(backward_lanes_rows(64), 4);
+#elif LSTM_PLAN_HAS_PARTIAL_SUMS
+  // backward_kernel.cuh: w [4J][H] | dz [4J][Bg8] | sums [max(512, P)] | dh [P] | stash [P][7] |
+  // dc [P], P = J * Bg pairs
+  EXPECT_EQ(backward_shared_bytes(512, 4, 1),
+            (16u * 512 + 16 * 8 + 512 + 4 + 7 * 4 + 4) * sizeof(float));
+  EXPECT_EQ(backward_shared_bytes(100, 5, 130),  // 650 pairs: more sums than threads
+            (20u * 100 + 20 * 136 + 650 + 650 + 7 * 650 + 650) * sizeof(float));
+  EXPECT_EQ(backward_gather_lanes(4, 1, 128), 128);  // H = 512, B = 1: one thread per block
+  EXPECT_EQ(backward_gather_lanes(8, 4, 128), 16);
+  EXPECT_EQ(backward_gather_lanes(16, 64, 32), 1);
 #elif LSTM_PLAN_HAS_BACKWARD
   // backward_kernel.cuh: w [4 * J4][H] float4 | sums [S][Bg][J4] float4 | stash [J * Bg][7] | dc
   EXPECT_EQ(backward_shared_bytes(512, 16, 16, 4),
@@ -349,7 +382,7 @@ TEST(Plan, SharedMemoryIsTheKernelsLayout) {
   EXPECT_EQ(backward_k_slices(5), 16);
   EXPECT_EQ(backward_k_slices(17), 5);
   EXPECT_EQ(backward_k_slices(64), 2);
-#elif LSTM_PLAN_HAS_BACKWARD
+#elif LSTM_PLAN_HAS_BACKWARD && !LSTM_PLAN_HAS_PARTIAL_SUMS
   EXPECT_EQ(backward_k_slices(1), 16);
   EXPECT_EQ(backward_k_slices(5), 8);
   EXPECT_EQ(backward_k_slices(64), 1);
@@ -498,7 +531,9 @@ TEST(Plan, APinnedPlanThatDoesNotFitIsRefusedNotReplaced) {
   // H = 1024 in 33 blocks per group: 32 units each.
   const Plan q = make_plan(size_of(1024, 8), h100(), pinned({"--plan", "0,0,0,0,4"}));
   EXPECT_FALSE(q.fits);
-  EXPECT_NE(q.why.find("more than the kernel's 16"), std::string::npos) << q.why;
+  EXPECT_NE(q.why.find(LSTM_PLAN_HAS_PARTIAL_SUMS ? "shared memory" : "more than the kernel's 16"),
+            std::string::npos)
+      << q.why;
 #endif
 }
 
@@ -660,6 +695,7 @@ TEST(Plan, TheKernelFlagsAreParsedOrRefusedNamingTheFlag) {
 #if LSTM_PLAN_HAS_BACKWARD
 // ---- The backward's plan
 
+#if !LSTM_PLAN_HAS_PARTIAL_SUMS  // its units per block are limited by shared memory alone
 TEST(Plan, AFewSmsGiveMoreUnitsPerBlockOrARefusal) {
   // 8 SMs: H = 100 needs 13 units per block (fits the kernel's 16), H = 200 needs 25 (refused).
   const DeviceLimits device = chip(8, 227, "8 SMs");
@@ -670,6 +706,7 @@ TEST(Plan, AFewSmsGiveMoreUnitsPerBlockOrARefusal) {
   EXPECT_NE(refused.why.find("more than the kernel's 16"), std::string::npos) << refused.why;
   EXPECT_EQ(largest_hidden_that_fits(size_of(200, 5, 7), device), 8 * kMaxUnitsPerBlock);
 }
+#endif
 
 TEST(Plan, TheBackwardsFlagsAreParsed) {
   PlanRequest r = pinned({"--plan", "8,256,2,3,4,5"});

@@ -1,7 +1,9 @@
-// A persistent training stage on the GPU (training/06_persistent to 09_backward_registers: this
-// source is compiled once per stage, in the stage's namespace beside its headers, with
+// A persistent training stage on the GPU (training/06_persistent to 13_published_partial_sums:
+// this source is compiled once per stage, in the stage's namespace beside its headers, with
 // LSTM_STAGE_DISPLAY_NAME naming it and LSTM_PLAN_HAS_BACKWARD_CHUNKS where the backward stages
-// dz in chunks, LSTM_PLAN_HAS_BACKWARD_REGISTERS where it has a register kernel;
+// dz in chunks, LSTM_PLAN_HAS_BACKWARD_REGISTERS where it has a register kernel,
+// LSTM_PLAN_HAS_PARTIAL_SUMS where it publishes partial sums of dh (then also a second pass with
+// other gradients);
 // tests/CMakeLists.txt) with its plans pinned through its own flags (--plan, --weights, --input,
 // --backward-weights, as its executable takes them), so that every path of the persistent
 // kernels runs. The forward's two kernels (forward stage 12's, keeping the stash): the register
@@ -40,6 +42,9 @@
 #ifndef LSTM_PLAN_HAS_BACKWARD_REGISTERS
 #define LSTM_PLAN_HAS_BACKWARD_REGISTERS 0
 #endif
+#ifndef LSTM_PLAN_HAS_PARTIAL_SUMS
+#define LSTM_PLAN_HAS_PARTIAL_SUMS 0
+#endif
 
 namespace lstm::LSTM_STAGE_NAMESPACE {  // the stage's, as its build names it
 std::unique_ptr<Stage> make();
@@ -61,6 +66,7 @@ struct PinnedCase {
   Forward forward = Forward::kAny;
   int backward_chunks = 0;  ///< where dz is staged in chunks: how many the plan must have (0: any)
   Backward backward = Backward::kAny;
+  int gather_lanes = 0;  ///< where the backward gathers partial sums: the plan's L (0: any)
 };
 
 const std::vector<PinnedCase>& cases() {
@@ -127,6 +133,24 @@ const std::vector<PinnedCase>& cases() {
       {"tiles_b13_groups4_units_10", ProblemSize{301, 40, 13, 3, 1}, "--plan 0,0,0,0,4,13"},
       {"tiles_b64_groups4_j16_chunks", ProblemSize{512, 16, 256, 2, 1}, "--plan 0,0,0,0,4,64"},
 #endif
+#if LSTM_PLAN_HAS_PARTIAL_SUMS
+      // The gather of partial sums: L threads per pair over U blocks (Q lanes adding them), one
+      // thread per pair past 512 pairs, product tiles of 8 rows with a short last one, padding
+      // units in the last block, batch slices, T = 1 (only the gather of dh0), three layers.
+      {"sums_h512_b1_l128", ProblemSize{512, 64, 1, 5, 1}, "", Forward::kAny, 0, Backward::kAny,
+       128},
+      {"sums_h1024_b4_l16", ProblemSize{1024, 64, 4, 3, 1}, "", Forward::kAny, 0, Backward::kAny,
+       16},
+      {"sums_1024_pairs_l1", ProblemSize{512, 16, 64, 3, 1}, "--plan 0,0,0,0,4,64", kShared, 0,
+       Backward::kAny, 1},
+      {"sums_b13_short_tile_three_layers", ProblemSize{130, 20, 13, 4, 3}, "--plan 0,0,0,0,1,13",
+       Forward::kAny, 0, Backward::kAny, 39},
+      {"sums_h301_padding_units_groups2", ProblemSize{301, 40, 6, 3, 2}, "--plan 0,0,0,0,2",
+       Forward::kAny, 0, Backward::kAny, 34},
+      {"sums_h3_b2", ProblemSize{3, 5, 2, 4, 2}, "", Forward::kAny, 0, Backward::kAny, 3},
+      {"sums_slices_t1", ProblemSize{200, 33, 9, 1, 2}, "--plan 0,0,0,0,2,2", Forward::kAny, 0,
+       Backward::kAny, 50},
+#endif
 #if LSTM_PLAN_HAS_BACKWARD_REGISTERS
       // The backward's register kernel (row quads x unit quads per thread): the planner's
       // choice, or forced where stage 07's batch groups are estimated faster; and stage 07's
@@ -190,6 +214,11 @@ TEST_P(Pinned, MatchesTheCpuReferenceAndRepeats) {
     EXPECT_EQ(plan.backward.chunks, c.backward_chunks) << plan.describe();
   }
 #endif
+#if LSTM_PLAN_HAS_PARTIAL_SUMS
+  if (c.gather_lanes) {
+    EXPECT_EQ(plan.backward.gather_lanes, c.gather_lanes) << plan.describe();
+  }
+#endif
 #if LSTM_PLAN_HAS_BACKWARD_REGISTERS
   if (c.backward != Backward::kAny) {
     EXPECT_EQ(plan.backward.weights_in_registers, c.backward == Backward::kRegisters)
@@ -213,6 +242,29 @@ INSTANTIATE_TEST_SUITE_P(Plans, Pinned, ::testing::Range<std::size_t>(0, cases()
                          [](const ::testing::TestParamInfo<std::size_t>& info) {
                            return std::string(cases()[info.param].label);
                          });
+
+#if LSTM_PLAN_HAS_PARTIAL_SUMS
+// The partial sums' tags repeat from pass to pass: a pass must not take the last pass's sums for
+// its own. Two passes with other upstream gradients, the second checked.
+TEST(PartialSums, ASecondPassWithOtherGradientsIsRight) {
+  SKIP_WITHOUT_GPU();
+  const ProblemSize size{256, 32, 8, 20, 2};
+  const LstmParams params = generate_params(size, 7);
+  const UpstreamGradients first_upstream = generate_upstream(size, 8);
+  const UpstreamGradients second_upstream = generate_upstream(size, 9);
+  DeviceProblem first(params, &first_upstream), second(params, &second_upstream);
+  std::unique_ptr<Stage> stage = make();
+  ASSERT_EQ(prepare_stage(*stage, first), "");
+  cudaStream_t stream;
+  CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  run_for_check(*stage, first, stream);
+  const std::vector<OutputTensor> outputs = run_for_check(*stage, second, stream);
+  CUDA_CHECK(cudaStreamDestroy(stream));
+  const CheckReport report =
+      testing::check_against_reference(*stage, params, outputs, &second_upstream);
+  EXPECT_TRUE(report.passed()) << report.describe();
+}
+#endif
 
 TEST(Limits, TooLargeHiddenIsRefusedBeforeLaunchSayingWhatFits) {
   SKIP_WITHOUT_GPU();
