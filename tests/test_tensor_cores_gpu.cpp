@@ -20,6 +20,7 @@
 #include <iostream>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/quantize.h"
@@ -179,8 +180,11 @@ DeviceLimits h100_limits() {
   return device_limits(prop);  // the stage's own reading of the properties
 }
 
-TEST(TensorCoresWavefront, TheCanonicalConfigRunsItsFourLayersInOneLaunch) {
-  const NetworkPlan network = make_network_plan(ProblemSize{512, 512, 64, 100, 4}, h100_limits());
+TEST(TensorCoresWavefront, TheCanonicalConfigFitsItsFourLayersInOneLaunch) {
+  PlanRequest request;
+  request.layers_per_launch = 4;  // the cost model's choice is two launches of two (below)
+  const NetworkPlan network =
+      make_network_plan(ProblemSize{512, 512, 64, 100, 4}, h100_limits(), request);
   ASSERT_TRUE(network.fits) << network.why;
   ASSERT_EQ(network.launches.size(), 1u) << network.describe();
   const LayerLaunch& launch = network.launches.front();
@@ -194,6 +198,22 @@ TEST(TensorCoresWavefront, TheCanonicalConfigRunsItsFourLayersInOneLaunch) {
     EXPECT_EQ(launch.layers[i].tile_batch, launch.layers[0].tile_batch);
   }
   std::cout << "[ PLAN ] canonical:" << network.describe() << "\n";
+}
+
+TEST(TensorCoresWavefront, TheSplitIsChosenByItsEstimatedCost) {
+  // new_stages_first_runs.txt (H100, FP16, call 6): at the canonical config two launches of two
+  // layers were the fastest (1.454 ms; one launch of four 2.486, one launch per layer 1.627); at
+  // H = 256, B = 64 one launch of four (0.759; two per launch 0.826, one 1.131).
+  const auto layers_per_launch = [](int hidden, int batch) {
+    const NetworkPlan network =
+        make_network_plan(ProblemSize{hidden, hidden, batch, 100, 4}, h100_limits());
+    EXPECT_TRUE(network.fits) << network.why;
+    std::cout << "[ PLAN ] H=" << hidden << " B=" << batch << ":" << network.describe() << "\n";
+    return std::make_pair(static_cast<int>(network.launches.size()), network.layers_per_launch());
+  };
+  EXPECT_EQ(layers_per_launch(512, 64), std::make_pair(2, 2));
+  EXPECT_EQ(layers_per_launch(256, 64), std::make_pair(1, 4));
+  EXPECT_EQ(layers_per_launch(1024, 64), std::make_pair(4, 1));
 }
 
 TEST(TensorCoresWavefront, OneLayerRunsStage17sPlan) {

@@ -27,6 +27,9 @@ constexpr double kL2BytesPerClockPerSm = 48;  // what one SM pulls from L2
 constexpr double kL2BytesPerClock = 3000;     // what the whole L2 delivers (~5 TB/s)
 constexpr double kStepLatency = 1500;         // publish h, see it elsewhere, reduce, update c
 constexpr double kLaunchClocks = 15000;       // launch, weights into shared memory (~8 µs)
+constexpr double kChunkRoundTrip = 2400;      // a chunk of published h from L2 and its barrier,
+                                              // ~1.4 µs (the split's estimate only, see README)
+constexpr double kParentMargin = 0.95;  // a split of layers must look 5% cheaper than stage 12's
 
 /// Fills in the lane layout, shared memory and cost of `plan` (sizes already set); sets
 /// plan.fits and plan.why.
@@ -83,9 +86,10 @@ void lay_out(Plan& plan, const ProblemSize& s, const DeviceLimits& device) {
   const double h_bytes = 4.0 * padded * K;
   const double l2 =
       std::max(h_bytes / kL2BytesPerClockPerSm, h_bytes * plan.blocks() / kL2BytesPerClock);
-  const double step =
-      kStepLatency + 30.0 * plan.k_slices + 100.0 * plan.chunks + std::max({fma, shared, l2});
+  const double product = std::max({fma, shared, l2});
+  const double step = kStepLatency + 30.0 * plan.k_slices + 100.0 * plan.chunks + product;
   plan.cost = plan.slices * (s.seq_len * step + kLaunchClocks);
+  plan.chunk_wait = (plan.chunks - 1) * std::max(0.0, kChunkRoundTrip - product / plan.chunks);
 }
 
 }  // namespace
@@ -375,22 +379,39 @@ NetworkPlan make_network_plan(const ProblemSize& s, const DeviceLimits& device,
       return result;
     }
   }
-  // ceil(L / most) launches, of sizes that differ by one at most, the larger ones first.
-  const int launches = ceil_div(s.layers, most);
-  for (int i = 0, layer = 0; i < launches; ++i) {
-    const int count = s.layers / launches + (i < s.layers % launches ? 1 : 0);
-    const NetworkPlan launch = count == 1 ? NetworkPlan{true, "", {LayerLaunch{0, {single}}}}
-                                          : make_wavefront_launch(s, device, request, count);
-    if (!launch.fits) {  // fewer layers than `most` fit whenever `most` do: not expected
-      result.why = launch.why;
-      return result;
+  // ceil(L / n) launches, of sizes that differ by one at most, the larger ones first; and their
+  // estimate: each launch T + count - 1 steps of its slowest layer, the chunks' waits included.
+  const auto split = [&](int n, double* cost) {
+    NetworkPlan network{true, "", {}};
+    const int launches = ceil_div(s.layers, n);
+    *cost = 0;
+    for (int i = 0, layer = 0; i < launches && network.fits; ++i) {
+      const int count = s.layers / launches + (i < s.layers % launches ? 1 : 0);
+      const NetworkPlan launch = count == 1 ? NetworkPlan{true, "", {LayerLaunch{0, {single}}}}
+                                            : make_wavefront_launch(s, device, request, count);
+      network.fits = launch.fits;  // fewer layers than `most` fit whenever `most` do
+      network.why = launch.why;
+      if (!launch.fits) break;
+      network.launches.push_back(launch.launches.front());
+      network.launches.back().first_layer = layer;
+      layer += count;
+      double slowest = 0;
+      for (const Plan& p : launch.launches.front().layers)
+        slowest = std::max(slowest, p.cost + s.seq_len * p.slices * p.chunk_wait);
+      *cost += slowest * (s.seq_len + count - 1) / s.seq_len;
     }
-    result.launches.push_back(launch.launches.front());
-    result.launches.back().first_layer = layer;
-    layer += count;
+    return network;
+  };
+  // Pinned: `most` layers per launch. Automatic: the cheapest n up to `most`, stage 12's launches
+  // unless a split looks clearly cheaper.
+  double cost = 0, best_cost = 0;
+  NetworkPlan best = split(asked ? most : 1, &best_cost);
+  best_cost *= kParentMargin;
+  for (int n = 2; asked == 0 && n <= most; ++n) {
+    const NetworkPlan network = split(n, &cost);
+    if (network.fits && cost < best_cost) best = network, best_cost = cost;
   }
-  result.fits = true;
-  return result;
+  return best;
 }
 
 int largest_hidden_that_fits(const ProblemSize& size, const DeviceLimits& device) {

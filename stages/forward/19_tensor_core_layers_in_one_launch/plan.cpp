@@ -24,6 +24,9 @@ constexpr double kL2BytesPerClockPerSm = 48;  // what one SM pulls from L2
 constexpr double kL2BytesPerClock = 3000;     // what the whole L2 delivers (~5 TB/s)
 constexpr double kStepLatency = 1500;         // publish h, see it elsewhere, reduce, update c
 constexpr double kLaunchClocks = 15000;       // launch, weights into shared memory (~8 µs)
+constexpr double kChunkRoundTrip = 2400;      // a chunk of published h from L2 and its barrier,
+                                              // ~1.4 µs (the split's estimate only, see README)
+constexpr double kParentMargin = 0.95;  // a split of layers must look 5% cheaper than stage 17's
 
 /// Staged h holds two k of one column per 32-bit word, rows of `columns` words; lanes of a
 /// B fragment read words (k pair 0..3, column 0..7): a row stride of 8 or 24 words mod 32 puts
@@ -91,9 +94,10 @@ void lay_out(Plan& plan, const ProblemSize& s, const DeviceLimits& device) {
   const double h_bytes = 4.0 * plan.padded_batch * K;
   const double l2 =
       std::max(h_bytes / kL2BytesPerClockPerSm, h_bytes * plan.blocks() / kL2BytesPerClock);
-  const double step = kStepLatency + kSliceClocks * plan.k_slices + 100.0 * plan.chunks +
-                      std::max({fma, chain, shared, l2});
+  const double product = std::max({fma, chain, shared, l2});
+  const double step = kStepLatency + kSliceClocks * plan.k_slices + 100.0 * plan.chunks + product;
   plan.cost = plan.slices * (s.seq_len * step + kLaunchClocks);
+  plan.chunk_wait = (plan.chunks - 1) * std::max(0.0, kChunkRoundTrip - product / plan.chunks);
 }
 
 }  // namespace
@@ -287,10 +291,15 @@ NetworkPlan make_network_plan(const ProblemSize& s, const DeviceLimits& device,
     }
     return network;
   };
-  const auto cost = [](const NetworkPlan& network) {
+  // Each launch's estimate, plus its slowest layer's waits for chunks over T + n - 1 steps.
+  const auto cost = [&](const NetworkPlan& network) {
     double sum = 0;
-    for (const LayerLaunch& launch : network.launches)
-      sum += launch.cost;
+    for (const LayerLaunch& launch : network.launches) {
+      double wait = 0;
+      for (const Plan& p : launch.layers)
+        wait = std::max(wait, p.slices * p.chunk_wait);
+      sum += launch.cost + (s.seq_len + launch.layers.size() - 1) * wait;
+    }
     return sum;
   };
   const int asked = request.layers_per_launch;
@@ -310,12 +319,15 @@ NetworkPlan make_network_plan(const ProblemSize& s, const DeviceLimits& device,
     network.why = why.str();
     return network;
   }
-  // Automatic: the cheapest n by the cost model (n = 1 at L = 1, or where asked).
-  NetworkPlan best = split(1);
+  // Automatic: the cheapest n by the cost model (n = 1 at L = 1, or where asked); stage 17's
+  // launches unless a split looks clearly cheaper.
+  const NetworkPlan parent = split(1);
+  NetworkPlan best = parent;
+  double best_cost = kParentMargin * cost(parent);
   for (int n = 2; asked == 0 && n <= std::min(s.layers, kMaxLaunchLayers); ++n) {
     const NetworkPlan network = split(n);
     if (!network.fits) break;  // more layers than n fit nowhere either
-    if (cost(network) < cost(best)) best = network;
+    if (cost(network) < best_cost) best = network, best_cost = cost(network);
   }
   return best;
 }

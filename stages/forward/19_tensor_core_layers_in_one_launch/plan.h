@@ -84,6 +84,9 @@ struct Plan {
   int input_rows = 0;
   std::size_t shared_bytes = 0;  ///< dynamic shared memory per block
   double cost = 0;  ///< the planner's estimate of one layer (all slices, T steps), SM clocks
+  /// Clocks a step of a slice waits for chunks of h beyond the first, their L2 round trip not
+  /// hidden behind the previous chunk's product (weighed only in choosing the split).
+  double chunk_wait = 0;
 
   int blocks() const { return unit_blocks * batch_groups; }
   /// One line for logs: "J=4 U=128 G=1 Bg=64 tile=16x8 threads=256 ...".
