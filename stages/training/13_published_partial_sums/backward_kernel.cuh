@@ -15,7 +15,7 @@
 
 namespace lstm::LSTM_STAGE_NAMESPACE {  // stage_<series>_<NN_slug>, named by the build
 
-constexpr int kProductRows = 8;  // batch rows of a thread's product tile: 8 sums in registers
+constexpr int kMaxTileRows = 8;  // batch rows of a thread's product tile at most: 8 sums
 
 /// What the backward kernel reads and writes for one layer and one slice of the batch (a
 /// launch). Every buffer has the whole batch's rows; a launch touches its own rows only.
@@ -40,6 +40,51 @@ struct BackwardArgs {
   int sum_lanes;               // Q: lanes that add up the L sums of one pair (a power of two)
 };
 
+/// (4) of the kernel below: block `u`'s partial sum of dh_{t-1} for every unit k < H and its
+/// `rows` batch rows from `first_row`: the sum over its 4J gate rows r of W_hh[r][k] * dz_t[r][b],
+/// published with step t's tag where block k / J reads it: partials[t & 1][k / J][u][row][k % J].
+/// Thread item = (k, tile of kTileRows rows): consecutive threads take consecutive k (conflict-free
+/// in w_s, whole sectors in the stores); dz_s is broadcast. kTileRows = the block's rows rounded up
+/// to a power of two, at most 8: no multiplications for rows a block does not have.
+template <int kTileRows>
+__device__ __forceinline__ void publish_partial_sums(const BackwardArgs& a, const float* w_s,
+                                                     const float* dz_s, int rows8, int rows,
+                                                     int first_row, int unit_block, int t) {
+  const int H = a.hidden_size, J = a.units_per_block;
+  const unsigned tag = a.tag_base + t;
+  unsigned long long* slot =
+      a.partials + (t & 1) * static_cast<std::size_t>(a.unit_blocks) * a.unit_blocks * a.batch * J;
+  const int tiles = (rows + kTileRows - 1) / kTileRows;
+  for (int item = threadIdx.x; item < H * tiles; item += blockDim.x) {
+    const int k = item % H, tile = item / H;
+    float acc[kTileRows] = {};
+    for (int r = 0; r < kGates * J; ++r) {
+      const float w = w_s[r * H + k];
+      const float* d = dz_s + r * rows8 + tile * kTileRows;
+      float dz[kTileRows];
+      if constexpr (kTileRows >= 4) {  // 16-byte loads of the broadcast dz
+#pragma unroll
+        for (int b = 0; b < kTileRows; b += 4)
+          *reinterpret_cast<float4*>(dz + b) = *reinterpret_cast<const float4*>(d + b);
+      } else {
+#pragma unroll
+        for (int b = 0; b < kTileRows; ++b)
+          dz[b] = d[b];
+      }
+#pragma unroll
+      for (int b = 0; b < kTileRows; ++b)
+        acc[b] = fmaf(w, dz[b], acc[b]);
+    }
+    unsigned long long* to =
+        slot + (static_cast<std::size_t>(k / J) * a.unit_blocks + unit_block) * a.batch * J + k % J;
+#pragma unroll
+    for (int b = 0; b < kTileRows; ++b) {
+      const int row = first_row + tile * kTileRows + b;
+      if (tile * kTileRows + b < rows) store_tagged(to + row * J, acc[b], tag);
+    }
+  }
+}
+
 /// The whole backward recurrence of one layer (one slice of the batch), t = T-1 down to 0.
 /// Grid: U x G blocks (block = u + U * g), kBackwardThreads threads, all resident (cooperative
 /// launch). Block (u, g) owns units u*J .. u*J + J - 1 for the Bg batch rows of group g.
@@ -48,10 +93,10 @@ struct BackwardArgs {
 /// sums of step t+1 (dhy at t = T-1), L threads per pair polling U / L tagged values each, then
 /// Q lanes adding the L sums, each in a fixed order; (3) one thread per pair: the cell's backward,
 /// dz_t into global memory and into shared memory, dc_{t-1} kept; (4) the block's partial sum
-/// W_hh[rows of its units]ᵀ · dz_t for all H units, published, tagged with step t. After step 0,
-/// one more gather gives dh0. Shared memory (plan.cpp sizes it): w [4J][H] | dz [4J][Bg8] |
-/// sums [max(512, P)] | dh [P] | stash [P][7] | dc [P], P = J * Bg pairs, Bg8 = Bg rounded up to
-/// a multiple of 8.
+/// W_hh[rows of its units]ᵀ · dz_t for all H units, published, tagged with step t
+/// (publish_partial_sums above). After step 0, one more gather gives dh0. Shared memory (plan.cpp
+/// sizes it): w [4J][H] | dz [4J][Bg8] | sums [max(512, P)] | dh [P] | stash [P][7] | dc [P], P = J
+/// * Bg pairs, Bg8 = Bg rounded up to a multiple of 8.
 __global__ void __launch_bounds__(kBackwardThreads, 1) backward_persistent(const BackwardArgs a) {
   extern __shared__ float4 shared[];
   const int H = a.hidden_size, J = a.units_per_block, U = a.unit_blocks, tid = threadIdx.x;
@@ -59,7 +104,7 @@ __global__ void __launch_bounds__(kBackwardThreads, 1) backward_persistent(const
   const int first_unit = unit_block * J, first_row = a.batch_begin + group * a.group_rows;
   const int rows = min(a.group_rows, a.batch_end - first_row);
   if (rows <= 0) return;  // an empty group of the last slice: nobody waits for it
-  const int pairs = J * rows, rows8 = (a.group_rows + kProductRows - 1) / kProductRows * 8;
+  const int pairs = J * rows, rows8 = (a.group_rows + kMaxTileRows - 1) / kMaxTileRows * 8;
   const int L = a.gather_lanes, Q = a.sum_lanes;
   const std::size_t state = static_cast<std::size_t>(a.batch) * H;  // one step of (B, H)
   const std::size_t slot_size = static_cast<std::size_t>(U) * U * a.batch * J;
@@ -160,36 +205,6 @@ __global__ void __launch_bounds__(kBackwardThreads, 1) backward_persistent(const
     __syncthreads();
   };
 
-  // ---- (4) this block's partial sum of dh_{t-1} for every unit k < H and its rows:
-  // sum over its 4J gate rows r of W_hh[r][k] * dz_t[r][b], published with step t's tag where
-  // block k / J reads it: partials[t & 1][k / J][u][row][k % J]. Thread item = (k, tile of 8
-  // rows): consecutive threads take consecutive k, conflict-free in w_s; dz_s is broadcast.
-  const int tiles = (rows + kProductRows - 1) / kProductRows;
-  const auto publish_partial_sums = [&](int t) {
-    const unsigned tag = a.tag_base + t;
-    unsigned long long* slot = a.partials + (t & 1) * slot_size;
-    for (int item = tid; item < H * tiles; item += blockDim.x) {
-      const int k = item % H, tile = item / H;
-      float acc[kProductRows] = {};
-      for (int r = 0; r < kGates * J; ++r) {
-        const float w = w_s[r * H + k];
-        const float4* d = reinterpret_cast<const float4*>(dz_s + r * rows8 + tile * kProductRows);
-        const float4 lo = d[0], hi = d[1];
-        const float dz[kProductRows] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
-#pragma unroll
-        for (int b = 0; b < kProductRows; ++b)
-          acc[b] = fmaf(w, dz[b], acc[b]);
-      }
-      unsigned long long* to =
-          slot + (static_cast<std::size_t>(k / J) * U + unit_block) * a.batch * J + k % J;
-#pragma unroll
-      for (int b = 0; b < kProductRows; ++b) {
-        const int row = first_row + tile * kProductRows + b;
-        if (tile * kProductRows + b < rows) store_tagged(to + row * J, acc[b], tag);
-      }
-    }
-  };
-
   // ---- the steps, from the last.
   for (int t = a.seq_len - 1; t >= 0; --t) {
     fetch_stash(t);
@@ -216,7 +231,15 @@ __global__ void __launch_bounds__(kBackwardThreads, 1) backward_persistent(const
       dc_s[p] = dc * f;  // what c_{t-1} receives through the forget gate
     }
     __syncthreads();  // dz_t of every pair in shared memory
-    publish_partial_sums(t);
+    if (a.group_rows >= 5) {
+      publish_partial_sums<8>(a, w_s, dz_s, rows8, rows, first_row, unit_block, t);
+    } else if (a.group_rows >= 3) {
+      publish_partial_sums<4>(a, w_s, dz_s, rows8, rows, first_row, unit_block, t);
+    } else if (a.group_rows == 2) {
+      publish_partial_sums<2>(a, w_s, dz_s, rows8, rows, first_row, unit_block, t);
+    } else {
+      publish_partial_sums<1>(a, w_s, dz_s, rows8, rows, first_row, unit_block, t);
+    }
   }
 
   // ---- after step 0: dh0 = the sums of step 0, and dc0.

@@ -105,8 +105,9 @@ void lay_out(ForwardPlan& plan, const ProblemSize& s, const DeviceLimits& device
 /// polled loads (kPartialsInFlight at a time per thread).
 double backward_cost(const BackwardPlan& b, const ProblemSize& s) {
   const double H = s.hidden, rows = b.group_rows;
+  const int tile = b.group_rows >= 5 ? 8 : next_pow2(b.group_rows);  // the kernel's row tile
   const double fma =
-      kGates * b.units_per_block * H * 8.0 * ceil_div(b.group_rows, 8) / kFmaPerClock;
+      kGates * b.units_per_block * H * tile * ceil_div(b.group_rows, tile) / kFmaPerClock;
   const double bytes = 2.0 * H * rows * 8;  // what one block writes and reads per step
   const double l2 = std::max(bytes / kL2BytesPerClockPerSm, bytes * b.blocks() / kL2BytesPerClock);
   const int pairs = b.units_per_block * b.group_rows;
