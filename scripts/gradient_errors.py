@@ -3,8 +3,10 @@
 precision and tensor kind (y, hy, cy, dx, dh0, dc0, grad_weight_ih, grad_weight_hh, grad_bias;
 every layer's tensor of a kind together) the largest relative-norm and max-abs error against the
 FP64 reference of cuDNN (over its algorithms and the shapes) and of each other stage, the ratio
-stage / cuDNN, and a proposed bound: cuDNN's largest error rounded UP to 2 significant digits
-(none where cuDNN gave NaN/Inf). A markdown table per precision; --json prints only the bounds.
+stage / cuDNN, and a proposed bound: cuDNN's largest error rounded UP to 2 significant digits.
+A tensor where cuDNN returned NaN/Inf is left out of cuDNN's largest (a failure of that cuDNN
+algorithm at that shape, not an error to bound against) and named in a note below the tables.
+A markdown table per precision; --json prints only the bounds.
 
 usage: scripts/gradient_errors.py [--json] FILE
 Exit status: 0 done, 1 FILE unreadable, malformed (the message names the line) or without a
@@ -37,7 +39,7 @@ def round_up(x):
 
 def read(path):
     """{precision: {who: {kind: {metric: largest}}}} and {precision: {kind: {metric: bound}}}."""
-    largest, bounds, checked = {}, {}, 0
+    largest, bounds, checked, notes = {}, {}, 0, []
     with open(path, encoding="utf-8") as lines:
         for number, line in enumerate(lines, 1):
             try:
@@ -56,6 +58,11 @@ def read(path):
                             raise ValueError(f"{tensor}'s {m} is not a number: {value!r}")
                         slot = errors.setdefault(kind, {})  # NaN/Inf in the output: null, inf
                         infinite = value is None or result.get("nonfinite")
+                        if infinite and stage.startswith("cudnn_"):
+                            notes.append(f"{stage} {precision} H={record['hidden']} "
+                                         f"I={record['input_size']} B={record['batch']} "
+                                         f"T={record['seq_len']} L={record['layers']}: {tensor}")
+                            continue
                         slot[m] = max(slot.get(m, 0.0), math.inf if infinite else value)
                         bound = bounds.setdefault(precision, {}).setdefault(kind, {})
                         bound[m] = max(bound.get(m, 0.0), result["bound"][m])
@@ -65,7 +72,7 @@ def read(path):
                 raise ValueError(f"{path}:{number}: not a record of a checked run ({what})")
     if not checked:
         raise ValueError(f"{path}: no record of a checked run")
-    return largest, bounds
+    return largest, bounds, sorted(set(notes))
 
 
 def proposed(largest):
@@ -103,7 +110,7 @@ def main():
     parser.add_argument("--json", action="store_true", help="print the proposed bounds only")
     args = parser.parse_args()  # a usage error exits 2
     try:
-        largest, bounds = read(args.file)
+        largest, bounds, notes = read(args.file)
     except OSError as problem:
         sys.exit(f"gradient_errors: cannot read {args.file}: {problem.strerror}")
     except ValueError as problem:
@@ -113,6 +120,9 @@ def main():
     proposal = proposed(largest)
     order = sorted(largest, key=lambda p: (["fp32", "fp16", "bf16", p].index(p), p))
     print("\n\n".join(table(p, largest[p], bounds[p], proposal.get(p, {})) for p in order))
+    if notes:
+        print("\nLeft out of cuDNN's largest (NaN/Inf in cuDNN's output):")
+        print("\n".join(f"- {note}" for note in notes))
 
 
 if __name__ == "__main__":

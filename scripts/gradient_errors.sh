@@ -3,12 +3,14 @@
 # precisions"): cuDNN's own error against the FP64 CPU reference, per output and gradient, in
 # FP16 and BF16, beside the tensor-core training stages 10 and 12 on the same rounded data (one
 # seed). One checked training run (--iters 1 --warmup 1 --seed 1) of each cuDNN algorithm
-# (standard, persist_static, persist_dynamic) and of each stage, in each precision, at five
-# shapes: two odd ones (H=200 I=72 B=3 T=37 L=2; H=96 I=40 B=5 T=50 L=3), H=512 B=1 L=1 and
-# H=1024 B=4 L=1 (T=100), and the canonical H=512 B=64 L=4 at T=50 instead of 100: at T=100 its
-# training reference (3.2e11 FLOP) is over the CPU reference's budget (2.5e11), so no gradient
-# would be checked; T=50 is 1.6e11 FLOP, a few seconds of CPU per run. 50 runs in all, about a
-# minute or two on an H100 host (each run's CPU reference is most of it).
+# (standard, persist_static, persist_dynamic) and of each stage, in each precision, at thirteen
+# shapes: two odd ones (H=200 I=72 B=3 T=37 L=2; H=96 I=40 B=5 T=50 L=3), the eight shapes of
+# the tensor-core training stages' GPU tests (tests/test_training_tensor_cores_gpu.cpp: H=1,
+# T=1, B=1, B=130, I > H, ...; the bounds must hold there), H=512 B=1 L=1 and H=1024 B=4 L=1
+# (T=100), and the canonical H=512 B=64 L=4 at T=50 instead of 100: at T=100 its training
+# reference (3.2e11 FLOP) is over the CPU reference's budget (2.5e11), so no gradient would be
+# checked; T=50 is 1.6e11 FLOP, a few seconds of CPU per run. 130 runs in all, two to three
+# minutes on an H100 host (each run's CPU reference and start-up are most of it).
 # Each run appends one JSON record (its check holds every tensor's relative-norm and max-abs
 # error and bound) to FILE; scripts/gradient_errors.py FILE summarises them and proposes bounds.
 # A run whose check fails against the current bounds appends no record of its own (the harness
@@ -33,6 +35,14 @@ mkdir -p "$(dirname "$out")"
 shapes=(
   "--hidden 200 --input-size 72 --batch 3 --seq 37 --layers 2"
   "--hidden 96 --input-size 40 --batch 5 --seq 50 --layers 3"
+  "--hidden 64 --input-size 64 --batch 1 --seq 9 --layers 2"
+  "--hidden 37 --input-size 19 --batch 3 --seq 7 --layers 3"
+  "--hidden 96 --input-size 40 --batch 20 --seq 6 --layers 4"
+  "--hidden 1 --input-size 3 --batch 2 --seq 4 --layers 2"
+  "--hidden 50 --input-size 30 --batch 5 --seq 1 --layers 1"
+  "--hidden 45 --input-size 100 --batch 6 --seq 5 --layers 2"
+  "--hidden 520 --input-size 520 --batch 1 --seq 6 --layers 1"
+  "--hidden 130 --input-size 50 --batch 130 --seq 4 --layers 2"
   "--hidden 512 --input-size 512 --batch 1 --seq 100 --layers 1"
   "--hidden 1024 --input-size 1024 --batch 4 --seq 100 --layers 1"
   "--hidden 512 --input-size 512 --batch 64 --seq 50 --layers 4"

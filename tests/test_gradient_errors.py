@@ -54,6 +54,9 @@ class GradientErrors(unittest.TestCase):
                                      "9.50e-03 (0.50×)", "2.4e-03 / 1.9e-02", "8.0e-03 / 8.0e-02"])
         self.assertEqual(bf16["dx"][2], "inf (inf×)")  # NaN/Inf in the stage's dx
         self.assertIn("training/10_tensor_cores rel. norm (× cuDNN)", result.stdout)
+        # cuDNN's NaN in dx (persist_dynamic) is left out of its largest, and named
+        self.assertIn("- cudnn_persist_dynamic_fp16_training fp16 H=", result.stdout)
+        self.assertTrue(result.stdout.rstrip().endswith(": dx"), result.stdout[-200:])
 
     def test_json_bounds_rounded_up(self):
         result = summarise("--json", FIXTURE)
