@@ -160,7 +160,7 @@ TEST(CudnnWeightCopies, ConvertIntoAndOutOfAHalfPrecisionSpace) {
 
 // The reduced-precision stages: one per algorithm, precision and kind, each named with its
 // precision (FP32 keeps the names the records have always had), computing in that precision,
-// and checked against the provisional reduced-precision bounds.
+// and checked against the reduced-precision bounds.
 TEST(CudnnPrecisions, NamesKindsAndBounds) {
   ASSERT_EQ(cudnn::all_precisions(),
             (std::vector<Precision>{Precision::kFp32, Precision::kFp16, Precision::kBf16}));

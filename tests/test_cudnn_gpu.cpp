@@ -310,7 +310,7 @@ TEST(CudnnStandardTraining, SupportsTheCanonicalConfig) {
 //
 // Each case rounds its inputs (and upstream gradients) to the precision on the host, as
 // run_stages does, and checks against the FP64 reference of those very values, within the
-// stage's (provisional) reduced-precision bounds. Every output must also be a value of the
+// stage's reduced-precision bounds. Every output must also be a value of the
 // precision (cuDNN wrote FP16/BF16, converted exactly to float32): nothing FP32 passes as FP16.
 // A refusal is a skip only when it is cuDNN's own ("cuDNN x.y.z refuses it: ..."), never a pass;
 // any other reason not to run fails. The measured errors are printed ([ MEASURED ]) for the

@@ -1,4 +1,4 @@
-// Rounding to FP16 and BF16 (core/quantize.h) and the provisional reduced-precision bounds
+// Rounding to FP16 and BF16 (core/quantize.h) and the reduced-precision bounds
 // (core/kind_and_precision.h): round to nearest with ties to even, checked against every one of
 // the 65536 bit patterns of each format (each must survive, each midpoint between neighbours must
 // go to the even one), plus subnormals, overflow to infinity, NaN and signed zeros; and a problem
@@ -204,34 +204,42 @@ TEST(Quantize, AProblemMadeForFp16OrBf16HoldsOnlyRepresentableValues) {
   EXPECT_EQ(fp32_upstream.dy, original_upstream.dy);
 }
 
-TEST(Quantize, ProvisionalReducedPrecisionBounds) {
+TEST(Quantize, ReducedPrecisionBounds) {
   EXPECT_TRUE(is_gradient_tensor("dx"));
   EXPECT_TRUE(is_gradient_tensor("dc0"));
   EXPECT_TRUE(is_gradient_tensor("grad_weight_hh_l3"));
   EXPECT_FALSE(is_gradient_tensor("y"));
   EXPECT_FALSE(is_gradient_tensor("cy"));
-  // FP32 is the FP32 bound; the reduced ones sit above the error measured through PyTorch's
-  // cuDNN path (FP16 forward 3.1e-4, gradients 7.2e-4; BF16 2.5e-3, 6.0e-3), below ten times it.
   const Tolerance fp32 = default_tolerance(Precision::kFp32);
   EXPECT_EQ(reduced_precision_tolerance(Precision::kFp32, "y").max_relative_norm,
             fp32.max_relative_norm);
   EXPECT_EQ(reduced_precision_tolerance(Precision::kFp32, "dx").max_absolute, fp32.max_absolute);
+  // The outputs' (provisional) sit above the error measured through PyTorch's cuDNN path (FP16
+  // 3.1e-4, BF16 2.5e-3), below ten times it. The gradients' are cuDNN's own largest error on this
+  // project's H100 (results/h100-sxm/gradient_errors.jsonl), rounded up to two digits: at or above
+  // it, within the rounding (below 1.1 times it).
   struct Case {
     Precision precision;
     const char* tensor;
-    double measured;
+    double measured;  // relative norm: the largest of the tensor's class (data or weight gradients)
+    double upper;     // the bound's largest allowed value, relative to `measured`
   };
   for (const Case& c :
-       {Case{Precision::kFp16, "y", 3.1e-4}, Case{Precision::kFp16, "cy", 3.1e-4},
-        Case{Precision::kFp16, "dh0", 7.2e-4}, Case{Precision::kFp16, "grad_bias_hh_l0", 7.2e-4},
-        Case{Precision::kFp16, "grad_weight_hh_l0", 3.2e-3},  // cuDNN PERSIST_DYNAMIC at H = 1
-        Case{Precision::kBf16, "hy", 2.5e-3}, Case{Precision::kBf16, "dx", 6.0e-3},
-        Case{Precision::kBf16, "grad_weight_ih_l1", 6.0e-3}}) {
+       {Case{Precision::kFp16, "y", 3.1e-4, 10}, Case{Precision::kFp16, "cy", 3.1e-4, 10},
+        Case{Precision::kBf16, "hy", 2.5e-3, 10}, Case{Precision::kFp16, "dh0", 1.02e-3, 1.1},
+        Case{Precision::kFp16, "dc0", 1.02e-3, 1.1},
+        Case{Precision::kFp16, "grad_weight_hh_l0", 1.79e-3, 1.1},
+        Case{Precision::kFp16, "grad_bias_hh_l0", 1.79e-3, 1.1},
+        Case{Precision::kBf16, "dx", 1.07e-2, 1.1},
+        Case{Precision::kBf16, "grad_weight_ih_l1", 5.79e-3, 1.1}}) {
     const Tolerance bound = reduced_precision_tolerance(c.precision, c.tensor);
-    EXPECT_GT(bound.max_relative_norm, c.measured) << precision_name(c.precision) << c.tensor;
-    EXPECT_LT(bound.max_relative_norm, 10 * c.measured) << precision_name(c.precision) << c.tensor;
-    EXPECT_GE(bound.max_absolute, 10 * bound.max_relative_norm) << c.tensor;
+    EXPECT_GE(bound.max_relative_norm, c.measured) << precision_name(c.precision) << c.tensor;
+    EXPECT_LT(bound.max_relative_norm, c.upper * c.measured)
+        << precision_name(c.precision) << c.tensor;
   }
+  // The data gradients' max-abs: cuDNN's largest (FP16 dc0 5.73e-4; BF16 dc0 4.13e-3).
+  EXPECT_GE(reduced_precision_tolerance(Precision::kFp16, "dx").max_absolute, 5.73e-4);
+  EXPECT_GE(reduced_precision_tolerance(Precision::kBf16, "dh0").max_absolute, 4.13e-3);
   EXPECT_LT(reduced_precision_tolerance(Precision::kFp16, "y").max_relative_norm,
             reduced_precision_tolerance(Precision::kBf16, "y").max_relative_norm);
 }

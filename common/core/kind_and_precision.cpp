@@ -31,7 +31,7 @@ bool is_gradient_tensor(const std::string& tensor) {
   return tensor == "dx" || tensor == "dh0" || tensor == "dc0" || tensor.rfind("grad_", 0) == 0;
 }
 
-// Why these numbers (all provisional, see the header):
+// Why these numbers (the outputs' provisional, the gradients' measured; see the header):
 // - Measured through PyTorch's cuDNN path on the H100, relative norm against FP64 of the same
 //   quantised values, at T = 100 and T = 1000 alike: FP16 forward 2.8-3.1e-4, gradients
 //   4.6-7.2e-4; BF16 forward 2.4-2.5e-3, gradients 3.8-6.0e-3.
@@ -49,14 +49,24 @@ bool is_gradient_tensor(const std::string& tensor) {
 //   are sums over T*B rows: in the reference at H=256 B=32 T=100 L=2, grad_bias reaches 62.7,
 //   whose FP16 neighbours are 0.03 apart. Their max-abs bound is 2u of a magnitude of 100
 //   (0.1 in FP16, 0.8 in BF16): the relative norm is their real bound.
+// - The gradients' bounds (dx, dh0, dc0; grad_*): cuDNN's own largest error in that precision
+//   on the same rounded data, over its three algorithms and the thirteen shapes of
+//   scripts/gradient_errors.sh (results/h100-sxm/gradient_errors.jsonl, H100), rounded up to two
+//   digits: a stage is held to no looser a bound than cuDNN's own error (issue 24). Relative
+//   norm / max-abs: FP16 dx, dh0, dc0 1.1e-3 / 5.8e-4 (dc0, dx), grad_* 1.8e-3 (grad_weight_hh)
+//   / 2.3e-2 (grad_bias); BF16 1.1e-2 (dh0) / 4.2e-3 (dc0), 5.8e-3 (grad_weight_ih) / 0.19
+//   (grad_bias). NaN/Inf outputs of cuDNN are left out (its PERSIST_STATIC FP16 training at
+//   H=200 I=72 B=3 T=37 L=2 returns none of its gradients).
 Tolerance reduced_precision_tolerance(Precision precision, const std::string& tensor) {
   if (precision != Precision::kFp16 && precision != Precision::kBf16) {
     return default_tolerance(precision);
   }
-  const double bound = precision == Precision::kFp16 ? 1e-3 : 8e-3;  // ~2x the unit roundoff
-  const double gradient_magnitude = 100.0;
-  if (tensor.rfind("grad_", 0) == 0) return {4 * bound, bound * gradient_magnitude};
-  if (is_gradient_tensor(tensor)) return {2 * bound, 20 * bound};
+  const bool fp16 = precision == Precision::kFp16;
+  if (tensor.rfind("grad_", 0) == 0)
+    return fp16 ? Tolerance{1.8e-3, 2.3e-2} : Tolerance{5.8e-3, 0.19};
+  if (is_gradient_tensor(tensor))
+    return fp16 ? Tolerance{1.1e-3, 5.8e-4} : Tolerance{1.1e-2, 4.2e-3};
+  const double bound = fp16 ? 1e-3 : 8e-3;  // the outputs: ~2x the unit roundoff
   return {bound, 10 * bound};
 }
 
