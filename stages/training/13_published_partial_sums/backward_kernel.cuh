@@ -58,6 +58,7 @@ __device__ __forceinline__ void publish_partial_sums(const BackwardArgs& a, cons
   for (int item = threadIdx.x; item < H * tiles; item += blockDim.x) {
     const int k = item % H, tile = item / H;
     float acc[kTileRows] = {};
+#pragma unroll 4  // four rows' loads in flight before their FMAs: at B = 1 the loop is all latency
     for (int r = 0; r < kGates * J; ++r) {
       const float w = w_s[r * H + k];
       const float* d = dz_s + r * rows8 + tile * kTileRows;
