@@ -1,5 +1,6 @@
 // A training stage with the forward on tensor cores (training/10_tensor_cores, and
-// training/12_tensor_core_backward, whose backward's product is on tensor cores too: this source is
+// training/12_tensor_core_backward, whose backward's product is on tensor cores too, and
+// training/14_fewer_dz_readers, whose backward blocks hold up to two row tiles: this source is
 // compiled once per stage, in the stage's namespace beside its headers, with
 // LSTM_STAGE_DISPLAY_NAME naming it; tests/CMakeLists.txt), in FP16 and in BF16, with its plans
 // left to the planner or pinned through --plan, so that every path of its kernels runs. The
@@ -9,7 +10,9 @@
 // groups, batch slices, several chunks of h, the 8-, 16- and 32-column warp tiles, T = 1. The
 // backward with batch groups and several chunks of dz; in stage 12 (mma tiles of 16 units, 8
 // batch rows, 16 gate rows) also a last chunk of dz of fewer than 16 gate rows, 4H not a multiple
-// of 16, groups of 3 and 6 column tiles, k slices over fewer k tiles than warps. The data are
+// of 16, groups of 3 and 6 column tiles, k slices over fewer k tiles than warps; in stage 14
+// (LSTM_TC_HAS_BACKWARD_ROW_TILES) two row tiles, full and with a second tile of fewer units than
+// 16, planned and pinned, and the planner's choice of them (on the CPU). The data are
 // rounded to the precision first, as the harness does (core/quantize.h); each case is checked
 // against the FP64 reference on every output and gradient with the precision's bounds, must
 // repeat bit for bit, and prints its measured errors ([ MEASURED ]). Also: a pass with other
@@ -40,6 +43,7 @@ struct Case {
   ProblemSize size;        // H, I, B, T, L
   const char* plan;        // --plan tile,threads,groups,rows,backward_groups,backward_rows,chunk
   int forward_chunks = 0;  ///< how many chunks of h the forward's plan must have (0: any)
+  int backward_row_tiles = 0;  ///< how many row tiles the backward's plan must have (0: any)
 };
 
 const std::vector<Case>& cases() {
@@ -59,6 +63,13 @@ const std::vector<Case>& cases() {
       {"one_row_per_block", ProblemSize{66, 66, 5, 3, 2}, "8,128,1,1,1,1"},
       {"bwd_chunks_of_32_last_20_B21_L3", ProblemSize{37, 21, 21, 3, 3}, "0,0,0,0,1,0,32"},
       {"bwd_chunks_of_48_last_12_B45", ProblemSize{75, 20, 45, 2, 1}, "0,0,0,0,1,0,48"},
+#if LSTM_TC_HAS_BACKWARD_ROW_TILES
+      // 8 groups of 16 blocks (132 SMs): J = 19, a second row tile of 3 units; J = 32, the last
+      // block 20 units, chunks of 64 gate rows with a last of 16, groups left empty (B = 9).
+      {"bwd_two_row_tiles_J19_L2", ProblemSize{300, 50, 16, 4, 2}, "0,0,0,0,8", 0, 2},
+      {"bwd_two_row_tiles_J32_B9_chunks", ProblemSize{500, 40, 9, 3, 1}, "0,0,0,0,8,0,64", 0, 2},
+      {"bwd_two_row_tiles_planned", ProblemSize{512, 64, 16, 3, 1}, "", 0, 2},
+#endif
   };
   return list;
 }
@@ -86,6 +97,11 @@ TEST_P(TrainingTensorCores, GradientsMatchTheFp64ReferenceWithinThePrecisionsBou
   if (c.forward_chunks) {
     EXPECT_EQ(plan.forward.chunks, c.forward_chunks) << plan.describe();
   }
+#if LSTM_TC_HAS_BACKWARD_ROW_TILES
+  if (c.backward_row_tiles) {
+    EXPECT_EQ(plan.backward.row_tiles, c.backward_row_tiles) << plan.describe();
+  }
+#endif
   LstmParams params = generate_params(c.size, 7);
   UpstreamGradients upstream = generate_upstream(c.size, 8);
   quantize_problem(stage->precision(), params, &upstream);  // as run_stages does
@@ -166,6 +182,35 @@ TEST(TrainingTensorCoresFlags, PrecisionAndPlanFlags) {  // no GPU needed
   EXPECT_THROW(apply_stage_flags(*make(), {"--plan", "4,256"}), std::invalid_argument);
   EXPECT_THROW(apply_stage_flags(*make(), {"--plan", "0,0,0,0,0,0,6"}), std::invalid_argument);
 }
+
+#if LSTM_TC_HAS_BACKWARD_ROW_TILES
+// The planner (on the CPU, the H100's limits): two row tiles where 16-bit W_hhᵀ of 32 units fits
+// beside the staged dz (the canonical config: half as many blocks per batch group), one where it
+// does not (H = 1024), and a block of more than 32 units refused with the reason.
+TEST(TrainingTensorCoresRowTiles, TwoRowTilesWhereTheyFitOneWhereNot) {  // no GPU needed
+  DeviceLimits h100;
+  h100.sm_count = 132;
+  h100.shared_bytes = 227 * 1024;
+  const Plan canonical = make_plan(ProblemSize{512, 512, 64, 100, 4}, h100);
+  ASSERT_TRUE(canonical.fits) << canonical.why;
+  EXPECT_EQ(canonical.backward.row_tiles, 2) << canonical.describe();
+  EXPECT_EQ(canonical.backward.units_per_block, 32) << canonical.describe();
+  EXPECT_LE(canonical.backward.shared_bytes, h100.shared_bytes);
+  EXPECT_EQ(canonical.backward.shared_bytes,
+            backward_shared_bytes(512, 32, canonical.backward.group_rows,
+                                  canonical.backward.chunk_rows));
+  const Plan large = make_plan(ProblemSize{1024, 1024, 64, 100, 1}, h100);
+  ASSERT_TRUE(large.fits) << large.why;
+  EXPECT_EQ(large.backward.row_tiles, 1) << large.describe();
+  const Plan one_unit = make_plan(ProblemSize{1, 1, 8, 10, 1}, h100);
+  ASSERT_TRUE(one_unit.fits) << one_unit.why;
+  EXPECT_EQ(one_unit.backward.row_tiles, 1) << one_unit.describe();
+  const Plan refused =
+      make_plan(ProblemSize{600, 600, 64, 10, 1}, h100, parse_plan_request("0,0,0,0,8"));
+  EXPECT_FALSE(refused.fits);  // 8 groups of 16 blocks: 38 units a block
+  EXPECT_NE(refused.why.find("more than the kernel's 32"), std::string::npos) << refused.why;
+}
+#endif
 
 }  // namespace
 }  // namespace lstm::LSTM_STAGE_NAMESPACE
