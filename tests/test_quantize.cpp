@@ -216,9 +216,9 @@ TEST(Quantize, ReducedPrecisionBounds) {
   EXPECT_EQ(reduced_precision_tolerance(Precision::kFp32, "dx").max_absolute, fp32.max_absolute);
   // The outputs' (provisional) sit above the error measured through PyTorch's cuDNN path (FP16
   // 3.1e-4, BF16 2.5e-3), below ten times it. The gradients' are cuDNN's own largest error on this
-  // project's H100 (results/h100-sxm/gradient_errors.jsonl and
-  // cudnn_training_errors_tests.txt), rounded up to two digits: at or above
-  // it, within the rounding (below 1.1 times it).
+  // project's H100 (results/h100-sxm/gradient_errors.jsonl, cudnn_training_errors_tests.txt and
+  // gradient_errors_h1.txt), rounded up to two digits: at or above it, within the rounding (below
+  // 1.1 times it).
   struct Case {
     Precision precision;
     const char* tensor;
@@ -229,10 +229,10 @@ TEST(Quantize, ReducedPrecisionBounds) {
        {Case{Precision::kFp16, "y", 3.1e-4, 10}, Case{Precision::kFp16, "cy", 3.1e-4, 10},
         Case{Precision::kBf16, "hy", 2.5e-3, 10}, Case{Precision::kFp16, "dh0", 1.02e-3, 1.1},
         Case{Precision::kFp16, "dc0", 1.02e-3, 1.1},
-        Case{Precision::kFp16, "grad_weight_hh_l0", 3.16e-3, 1.1},
-        Case{Precision::kFp16, "grad_bias_hh_l0", 3.16e-3, 1.1},
+        Case{Precision::kFp16, "grad_weight_ih_l1", 4.11e-3, 1.1},
+        Case{Precision::kFp16, "grad_bias_hh_l0", 4.11e-3, 1.1},
         Case{Precision::kBf16, "dx", 1.07e-2, 1.1},
-        Case{Precision::kBf16, "grad_weight_ih_l1", 8.55e-3, 1.1}}) {
+        Case{Precision::kBf16, "grad_weight_hh_l1", 1.63e-2, 1.1}}) {
     const Tolerance bound = reduced_precision_tolerance(c.precision, c.tensor);
     EXPECT_GE(bound.max_relative_norm, c.measured) << precision_name(c.precision) << c.tensor;
     EXPECT_LT(bound.max_relative_norm, c.upper * c.measured)

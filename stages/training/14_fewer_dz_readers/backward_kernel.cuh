@@ -33,7 +33,6 @@ struct BackwardArgs {
   int hidden_size, batch, seq_len;
   int batch_begin, batch_end;  // the batch rows of this launch (a slice)
   int units_per_block;         // J <= 32: the rows of the block's mma tiles that are units
-  int row_tiles;               // R = ceil(J / 16): mma row tiles of W_hhᵀ, 1 or 2
   int unit_blocks;             // U: block = u + U * g
   int group_rows;              // Bg: batch rows per block
   int batch_tiles;             // mma column tiles: ceil(Bg / 8)
@@ -71,7 +70,9 @@ __global__ void arrange_transposed_fragments(const float* w_hh, unsigned* fragme
 }
 
 /// The whole backward recurrence of one layer (one slice of the batch), t = T-1 down to 0.
-/// `Element`: __half or __nv_bfloat16, the type of W_hhᵀ and dz on the tensor cores.
+/// `Element`: __half or __nv_bfloat16, the type of W_hhᵀ and dz on the tensor cores; `kRowTiles`:
+/// 1 or 2 row tiles of 16 units (R = ceil(J / 16)), a template argument so that one row tile
+/// compiles to stage 12's loop.
 /// Grid: U x G blocks (block = u + U * g), kBackwardThreads threads, all resident (cooperative
 /// launch). Block (u, g) owns units u*J .. u*J + J - 1 for the Bg batch rows of group g.
 /// A step t: (1) cp.async brings the stash of step t for the block's (unit, row) pairs into
@@ -81,16 +82,16 @@ __global__ void arrange_transposed_fragments(const float* w_hh, unsigned* fragme
 /// loads in flight while the block multiplies this one; warp w multiplies the 16 x 16 fragments
 /// of each row tile of W_hhᵀ with 16 x 8 tiles of dz (column tile w % batch_tiles, k slice
 /// w / batch_tiles of the chunk's k tiles), mma.sync with FP32 sums, the k slices summed in shared
-/// memory in a fixed order; (3) one thread per pair: the cell's backward in FP32, dz_t written in FP32 and
-/// published in 16 bits (the signal to every block of the group), dc_{t-1} kept. After step 0,
-/// one more product gives dh0. Shared memory (plan.cpp sizes it): w [row tile][k tile][lane]
-/// uint4 | dz [2][8 * batch_tiles][dz_stride] words (one buffer where one chunk holds all 4H gate
-/// rows) | sums [S][16 R][8 * batch_tiles] | stash [J * Bg][7] | dc [J * Bg].
-template <typename Element>
+/// memory in a fixed order; (3) one thread per pair: the cell's backward in FP32, dz_t written in
+/// FP32 and published in 16 bits (the signal to every block of the group), dc_{t-1} kept. After
+/// step 0, one more product gives dh0. Shared memory (plan.cpp sizes it): w [row tile][k tile]
+/// [lane] uint4 | dz [2][8 * batch_tiles][dz_stride] words (one buffer where one chunk holds all
+/// 4H gate rows) | sums [S][16 R][8 * batch_tiles] | stash [J * Bg][7] | dc [J * Bg].
+template <typename Element, int kRowTiles>
 __global__ void __launch_bounds__(kBackwardThreads, 1) backward_persistent(const BackwardArgs a) {
   extern __shared__ float4 shared[];
   const int H = a.hidden_size, J = a.units_per_block, S = a.k_slices, W = a.dz_stride;
-  const int R = a.row_tiles, MR = R * kMmaRows;  // row tiles, and the rows of W_hhᵀ they hold
+  constexpr int R = kRowTiles, MR = R * kMmaRows;  // row tiles, and the rows of W_hhᵀ they hold
   const int Bg = a.group_rows, Bn = a.batch_tiles * kMmaColumns, tid = threadIdx.x;
   const int gate_rows = kGates * H, k_tiles = (gate_rows + kMmaK - 1) / kMmaK;
   const int unit_block = blockIdx.x % a.unit_blocks, group = blockIdx.x / a.unit_blocks;
@@ -173,7 +174,7 @@ __global__ void __launch_bounds__(kBackwardThreads, 1) backward_persistent(const
         if (idx < count) staged[r] = load_relaxed(source(chunk, n4, idx));  // all in flight
       }
     };
-    float acc[kMaxBackwardRowTiles][4] = {};  // the warp's mma accumulators, one per row tile
+    float acc[R][4] = {};  // the warp's mma accumulators, one per row tile
     issue_loads(0);
     for (int chunk = 0; chunk < a.chunks; ++chunk) {
       const bool last = chunk == a.chunks - 1;
@@ -195,7 +196,7 @@ __global__ void __launch_bounds__(kBackwardThreads, 1) backward_persistent(const
         // each row tile its A fragment (one 16-byte load a lane) and one mma: the second row tile
         // multiplies the same dz, read once.
         const int first = last ? last_first : full_first, count_k = last ? last_count : full_count;
-        const int tile_stride = k_tiles * kWarpSize;  // uint4 from a row tile's fragments to the next
+        const int tile_stride = k_tiles * kWarpSize;  // uint4 from one row tile to the next
         const uint4* w_fragment = w_s + (chunk * a.chunk_rows / kMmaK + first) * kWarpSize + lane;
         const unsigned* dz_fragment =
             buffer + (batch_tile * kMmaColumns + group_id) * W + first * kMmaK / 2 + in_group;
@@ -204,13 +205,14 @@ __global__ void __launch_bounds__(kBackwardThreads, 1) backward_persistent(const
              ++step, w_fragment += kWarpSize, dz_fragment += kMmaK / 2) {
           const unsigned b0 = dz_fragment[0], b1 = dz_fragment[4];
           mma_16x8x16<Element>(acc[0], w_fragment[0], b0, b1);
-          if (R > 1) mma_16x8x16<Element>(acc[1], w_fragment[tile_stride], b0, b1);
+          if constexpr (R > 1) mma_16x8x16<Element>(acc[1], w_fragment[tile_stride], b0, b1);
         }
       }
     }
     // One partial tile per k slice and row tile: d0, d1 at row (unit) 16 rt + groupID, columns
     // 2 threadID_in_group and the next; d2, d3 eight rows down.
     if (!computes) return;  // warp-uniform
+#pragma unroll
     for (int rt = 0; rt < R; ++rt) {
       float* out = sums_s + (k_slice * MR + rt * kMmaRows + group_id) * Bn +
                    batch_tile * kMmaColumns + 2 * in_group;

@@ -29,11 +29,11 @@ constexpr double kForwardStepLatency = 1500;  // publish h, see it elsewhere, re
 constexpr double kMmaLatency = 300;           // a warp's k tile: fragments, one dependent mma
 constexpr double kSliceClocks = 350;          // one more k slice in the reduction
 // The backward's, fitted to stage 12's step measured with phase timers (README, "Prediction"):
-constexpr double kL2RoundTrip = 800;    // one round of loads in flight, under load
-constexpr double kStepLatency = 4700;   // publish dz, see it elsewhere, stage, reduce, the cell
-constexpr double kDzBytesPerClock = 1270;  // polled 16-bit dz reaching all the blocks (~2.3 TB/s)
-constexpr double kMmaIssue = 64;        // one more row tile's mma in a k tile (no dependency)
-constexpr double kChunkClocks = 100;    // backward: a chunk's stores into shared memory, a barrier
+constexpr double kL2RoundTrip = 800;       // one round of loads in flight, under load
+constexpr double kStepLatency = 4700;      // publish dz, see it elsewhere, stage, the cell
+constexpr double kDzBytesPerClock = 1270;  // polled 16-bit dz reaching all blocks (~2.3 TB/s)
+constexpr double kMmaIssue = 64;           // one more row tile's mma in a k tile (no dependency)
+constexpr double kChunkClocks = 100;       // a chunk's stores into shared memory, a barrier
 constexpr int kBackwardWarps = kBackwardThreads / kWarpSize;
 
 std::string kib(std::size_t bytes) {
@@ -180,9 +180,8 @@ std::string plan_backward(const ProblemSize& s, const DeviceLimits& device, int 
     if (rows == 1 || pinned_rows > 0) {
       why << "the backward's rows of W_hhᵀ for " << J << " hidden units (" << kMmaRows * b.row_tiles
           << " x " << padded_k << " 16-bit values, " << kib(2u * kMmaRows * b.row_tiles * padded_k)
-          << "), " << rows
-          << " batch row(s) and " << (b.chunks > 1 ? "two chunks" : "one chunk") << " of "
-          << b.chunk_rows << " gate rows of dz need " << kib(b.shared_bytes)
+          << "), " << rows << " batch row(s) and " << (b.chunks > 1 ? "two chunks" : "one chunk")
+          << " of " << b.chunk_rows << " gate rows of dz need " << kib(b.shared_bytes)
           << " of shared memory, more than the " << kib(device.shared_bytes) << " of a block";
       return why.str();
     }
@@ -247,12 +246,11 @@ std::string ForwardPlan::describe() const {
 std::string Plan::describe() const {
   std::ostringstream out;
   out << "forward " << forward.describe() << " | backward J=" << backward.units_per_block
-      << " row_tiles=" << backward.row_tiles
-      << " U=" << backward.unit_blocks << " G=" << backward.batch_groups
-      << " Bg=" << backward.group_rows << " slices=" << backward.slices
-      << " mma_tiles(batch)=" << backward.batch_tiles << " k_slices=" << backward.k_slices
-      << " chunk=" << backward.chunk_rows << "x" << backward.chunks
-      << " smem=" << backward.shared_bytes / 1024 << "KiB";
+      << " row_tiles=" << backward.row_tiles << " U=" << backward.unit_blocks
+      << " G=" << backward.batch_groups << " Bg=" << backward.group_rows
+      << " slices=" << backward.slices << " mma_tiles(batch)=" << backward.batch_tiles
+      << " k_slices=" << backward.k_slices << " chunk=" << backward.chunk_rows << "x"
+      << backward.chunks << " smem=" << backward.shared_bytes / 1024 << "KiB";
   return out.str();
 }
 

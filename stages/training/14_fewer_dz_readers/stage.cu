@@ -57,11 +57,15 @@ const void* forward_kernel_for(const ForwardPlan& plan, Precision precision) {
   return precision == Precision::kBf16 ? forward_kernel_for<__nv_bfloat16>(plan)
                                        : forward_kernel_for<__half>(plan);
 }
-/// The backward kernel with 16-bit values of `precision`.
-const void* backward_kernel_for(Precision precision) {
-  return precision == Precision::kBf16
-             ? reinterpret_cast<const void*>(&backward_persistent<__nv_bfloat16>)
-             : reinterpret_cast<const void*>(&backward_persistent<__half>);
+/// The backward kernel with 16-bit values of `precision` and `row_tiles` row tiles (1 or 2).
+template <typename Element>
+const void* backward_kernel_for(int row_tiles) {
+  return row_tiles == 2 ? reinterpret_cast<const void*>(&backward_persistent<Element, 2>)
+                        : reinterpret_cast<const void*>(&backward_persistent<Element, 1>);
+}
+const void* backward_kernel_for(Precision precision, int row_tiles) {
+  return precision == Precision::kBf16 ? backward_kernel_for<__nv_bfloat16>(row_tiles)
+                                       : backward_kernel_for<__half>(row_tiles);
 }
 
 /// out[i] = in[i] rounded to Element (to nearest, ties to even) for i < n; grid-stride.
@@ -146,8 +150,9 @@ class PersistentTraining final : public TrainingStage {
                                         "forward", plan.forward.threads, plan.forward.shared_bytes,
                                         plan.forward.blocks(), limits.sm_count);
     if (why.empty())
-      why = check_co_resident(backward_kernel_for(flags_.precision), "backward", kBackwardThreads,
-                              plan.backward.shared_bytes, plan.backward.blocks(), limits.sm_count);
+      why = check_co_resident(backward_kernel_for(flags_.precision, plan.backward.row_tiles),
+                              "backward", kBackwardThreads, plan.backward.shared_bytes,
+                              plan.backward.blocks(), limits.sm_count);
     return why;
   }
 
@@ -187,7 +192,7 @@ class PersistentTraining final : public TrainingStage {
     CUDA_CHECK(cudaFuncSetAttribute(forward_kernel_for(plan_.forward, flags_.precision),
                                     cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     static_cast<int>(plan_.forward.shared_bytes)));
-    CUDA_CHECK(cudaFuncSetAttribute(backward_kernel_for(flags_.precision),
+    CUDA_CHECK(cudaFuncSetAttribute(backward_kernel_for(flags_.precision, plan_.backward.row_tiles),
                                     cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     static_cast<int>(plan_.backward.shared_bytes)));
     CUBLAS_CHECK(cublasCreate(&cublas_));
@@ -317,7 +322,6 @@ class PersistentTraining final : public TrainingStage {
         args.batch_begin = begin;
         args.batch_end = std::min(B, begin + rows_per_slice);
         args.units_per_block = plan.units_per_block;
-        args.row_tiles = plan.row_tiles;
         args.unit_blocks = plan.unit_blocks;
         args.group_rows = plan.group_rows;
         args.batch_tiles = plan.batch_tiles;
@@ -325,8 +329,8 @@ class PersistentTraining final : public TrainingStage {
         args.dz_stride = plan.dz_stride;
         args.chunk_rows = plan.chunk_rows;
         args.chunks = plan.chunks;
-        launch(backward_kernel_for(flags_.precision), &args, plan.blocks(), kBackwardThreads,
-               plan.shared_bytes, stream);
+        launch(backward_kernel_for(flags_.precision, plan.row_tiles), &args, plan.blocks(),
+               kBackwardThreads, plan.shared_bytes, stream);
       }
 
       // After the recurrence, what needs none of it, over all T*B columns at once, on tensor
