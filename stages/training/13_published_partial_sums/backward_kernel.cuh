@@ -40,6 +40,12 @@ struct BackwardArgs {
   int sum_lanes;               // Q: lanes that add up the L sums of one pair (a power of two)
 };
 
+/// Step t's slot of partial sums, [U readers][U writers][B][J]: slot t mod 2 of two.
+__device__ __forceinline__ unsigned long long* partial_sums_slot(const BackwardArgs& a, int t) {
+  return a.partials + (t & 1) * static_cast<std::size_t>(a.unit_blocks) * a.unit_blocks * a.batch *
+                          a.units_per_block;
+}
+
 /// (4) of the kernel below: block `u`'s partial sum of dh_{t-1} for every unit k < H and its
 /// `rows` batch rows from `first_row`: the sum over its 4J gate rows r of W_hh[r][k] * dz_t[r][b],
 /// published with step t's tag where block k / J reads it: partials[t & 1][k / J][u][row][k % J].
@@ -52,8 +58,7 @@ __device__ __forceinline__ void publish_partial_sums(const BackwardArgs& a, cons
                                                      int first_row, int unit_block, int t) {
   const int H = a.hidden_size, J = a.units_per_block;
   const unsigned tag = a.tag_base + t;
-  unsigned long long* slot =
-      a.partials + (t & 1) * static_cast<std::size_t>(a.unit_blocks) * a.unit_blocks * a.batch * J;
+  unsigned long long* slot = partial_sums_slot(a, t);
   const int tiles = (rows + kTileRows - 1) / kTileRows;
   for (int item = threadIdx.x; item < H * tiles; item += blockDim.x) {
     const int k = item % H, tile = item / H;
@@ -108,13 +113,12 @@ __global__ void __launch_bounds__(kBackwardThreads, 1) backward_persistent(const
   const int pairs = J * rows, rows8 = (a.group_rows + kMaxTileRows - 1) / kMaxTileRows * 8;
   const int L = a.gather_lanes, Q = a.sum_lanes;
   const std::size_t state = static_cast<std::size_t>(a.batch) * H;  // one step of (B, H)
-  const std::size_t slot_size = static_cast<std::size_t>(U) * U * a.batch * J;
-  float* w_s = reinterpret_cast<float*>(shared);                   // [4J][H]
-  float* dz_s = w_s + static_cast<std::size_t>(kGates) * J * H;    // [4J][rows8]
-  float* sums_s = dz_s + kGates * J * rows8;                       // [max(512, P)]
-  float* dh_s = sums_s + max(kBackwardThreads, J * a.group_rows);  // [P]
-  float* stash_s = dh_s + J * a.group_rows;                        // [P][7]
-  float* dc_s = stash_s + kStashFloats * J * a.group_rows;         // [P]
+  float* w_s = reinterpret_cast<float*>(shared);                    // [4J][H]
+  float* dz_s = w_s + static_cast<std::size_t>(kGates) * J * H;     // [4J][rows8]
+  float* sums_s = dz_s + kGates * J * rows8;                        // [max(512, P)]
+  float* dh_s = sums_s + max(kBackwardThreads, J * a.group_rows);   // [P]
+  float* stash_s = dh_s + J * a.group_rows;                         // [P][7]
+  float* dc_s = stash_s + kStashFloats * J * a.group_rows;          // [P]
 
   // ---- once per sequence: the rows of W_hh of this block's units, gate q of unit j at row
   // q * J + j (zeros past H), as the forward keeps them; dz's padding zero; dc from dcy.
@@ -154,36 +158,24 @@ __global__ void __launch_bounds__(kBackwardThreads, 1) backward_persistent(const
   // their Q results by shuffles: a fixed order, bitwise reproducible.
   const auto gather = [&](int t) {
     const unsigned tag = a.tag_base + t;
+    const auto other_step = [tag](unsigned long long got) {
+      return static_cast<unsigned>(got >> 32) != tag;
+    };
     const unsigned long long* mine =
-        a.partials + (t & 1) * slot_size + static_cast<std::size_t>(unit_block) * U * a.batch * J;
+        partial_sums_slot(a, t) + static_cast<std::size_t>(unit_block) * U * a.batch * J;
     for (int item = tid; item < L * pairs; item += blockDim.x) {
       const int p = item % pairs, l = item / pairs;
       float sum = 0.0f;
-      if (first_unit + p % J < H) {  // a padding unit of the last block: nobody writes it
+      if (first_unit + p % J < H) {          // a padding unit of the last block: nobody writes it
+        const auto of_writer = [&](int v) {  // writer v's partial sum for pair p
+          return mine + (static_cast<std::size_t>(v) * a.batch + first_row) * J + p;
+        };
         for (int v0 = l; v0 < U; v0 += kPartialsInFlight * L) {
           unsigned long long got[kPartialsInFlight];
-          const auto at = [&](int r) {
-            return mine + (static_cast<std::size_t>(v0 + r * L) * a.batch + first_row) * J + p;
-          };
 #pragma unroll
           for (int r = 0; r < kPartialsInFlight; ++r)  // all in flight at once
-            if (v0 + r * L < U) got[r] = load_relaxed(at(r));
-          unsigned long long started = 0;
-          for (int polls = 0;; ++polls) {  // re-read the stale ones, one round trip per retry
-            bool missing = false;
-#pragma unroll
-            for (int r = 0; r < kPartialsInFlight; ++r)
-              missing |= v0 + r * L < U && static_cast<unsigned>(got[r] >> 32) != tag;
-            if (!missing) break;
-            if (polls == kSpinPolls) started = global_time_ns();
-            if (polls > kSpinPolls && polls % 1024 == 0 && global_time_ns() - started > kMaxWaitNs)
-              __trap();  // a sum never published: a bug, not a hang
-            if (polls >= kSpinPolls) __nanosleep(kPollSleepNs);
-#pragma unroll
-            for (int r = 0; r < kPartialsInFlight; ++r)
-              if (v0 + r * L < U && static_cast<unsigned>(got[r] >> 32) != tag)
-                got[r] = load_relaxed(at(r));
-          }
+            if (v0 + r * L < U) got[r] = load_relaxed(of_writer(v0 + r * L));
+          wait_published_at(got, of_writer, other_step, U, v0, L);  // writers v0, v0 + L, ...
 #pragma unroll
           for (int r = 0; r < kPartialsInFlight; ++r)
             if (v0 + r * L < U) sum += __uint_as_float(static_cast<unsigned>(got[r]));

@@ -82,19 +82,20 @@ __device__ __forceinline__ unsigned long long global_time_ns() {
   return t;
 }
 
-/// Waits until none of staged[r] = source[base + r * stride] (r < kInFlight, index < count)
-/// holds the sentinel any more: re-reads all the missing ones at once, so a retry costs one L2
-/// round trip, not one per value. A value never published is a bug: the kernel traps after
-/// kMaxWaitNs of waiting (the timer read every 1024 polls) instead of hanging.
-template <int kInFlight, typename Value>
-__device__ __forceinline__ void wait_published(Value (&staged)[kInFlight], const Value* source,
-                                               int count, int base, int stride) {
+/// Waits until none of staged[r] = *address(base + r * stride) (r < kInFlight, index < count)
+/// is `stale` any more (the sentinel; a partial sum with another step's tag): re-reads all the
+/// stale ones at once, so a retry costs one L2 round trip, not one per value. A value never
+/// published is a bug: the kernel traps after kMaxWaitNs of waiting (the timer read every 1024
+/// polls) instead of hanging.
+template <int kInFlight, typename Value, typename Address, typename Stale>
+__device__ __forceinline__ void wait_published_at(Value (&staged)[kInFlight], Address address,
+                                                  Stale stale, int count, int base, int stride) {
   unsigned long long started = 0;
   for (int polls = 0;; ++polls) {
     bool missing = false;
 #pragma unroll
     for (int r = 0; r < kInFlight; ++r)
-      missing |= base + r * stride < count && unpublished(staged[r]);
+      missing |= base + r * stride < count && stale(staged[r]);
     if (!missing) return;
     if (polls == kSpinPolls) started = global_time_ns();
     if (polls > kSpinPolls && polls % 1024 == 0 && global_time_ns() - started > kMaxWaitNs)
@@ -103,9 +104,19 @@ __device__ __forceinline__ void wait_published(Value (&staged)[kInFlight], const
 #pragma unroll
     for (int r = 0; r < kInFlight; ++r) {
       const int idx = base + r * stride;
-      if (idx < count && unpublished(staged[r])) staged[r] = load_relaxed(source + idx);
+      if (idx < count && stale(staged[r])) staged[r] = load_relaxed(address(idx));
     }
   }
+}
+
+/// The same for values at consecutive addresses that start as the sentinel:
+/// staged[r] = source[base + r * stride].
+template <int kInFlight, typename Value>
+__device__ __forceinline__ void wait_published(Value (&staged)[kInFlight], const Value* source,
+                                               int count, int base, int stride) {
+  wait_published_at(
+      staged, [source](int idx) { return source + idx; },
+      [](const Value& value) { return unpublished(value); }, count, base, stride);
 }
 
 // ---------------------------------------------------------------------------------------------
