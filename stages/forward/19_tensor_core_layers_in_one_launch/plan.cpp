@@ -321,13 +321,13 @@ NetworkPlan make_network_plan(const ProblemSize& s, const DeviceLimits& device,
   }
   // Automatic: the cheapest n by the cost model (n = 1 at L = 1, or where asked); stage 17's
   // launches unless a split looks clearly cheaper.
-  const NetworkPlan parent = split(1);
-  NetworkPlan best = parent;
-  double best_cost = kParentMargin * cost(parent);
+  NetworkPlan best = split(1);
+  double best_cost = kParentMargin * cost(best);
   for (int n = 2; asked == 0 && n <= std::min(s.layers, kMaxLaunchLayers); ++n) {
     const NetworkPlan network = split(n);
     if (!network.fits) break;  // more layers than n fit nowhere either
-    if (cost(network) < best_cost) best = network, best_cost = cost(network);
+    const double network_cost = cost(network);
+    if (network_cost < best_cost) best = network, best_cost = network_cost;
   }
   return best;
 }
