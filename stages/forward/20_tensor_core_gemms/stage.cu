@@ -74,8 +74,9 @@ __global__ void lstm_pointwise_kernel(const float* gates, const float* b_ih, con
   }
   const float c = act[1] * cell[index] + act[0] * act[kGateG];  // c = f * c + i * g
   cell[index] = c;
-  hidden_out[index] = act[3] * tanhf(c);  // h = o * tanh(c)
-  hidden_16[index] = to_16_bits<Element>(hidden_out[index]);
+  const float h = act[3] * tanhf(c);  // h = o * tanh(c)
+  hidden_out[index] = h;
+  hidden_16[index] = to_16_bits<Element>(h);
 }
 
 /// Calls body(Element{}) with Element the 16-bit type of `precision`: where the kernels are picked.
@@ -128,7 +129,9 @@ class ForwardPass final : public Stage {
   std::size_t workspace_bytes(const ProblemSize& s) const override {
     const std::size_t state = static_cast<std::size_t>(s.batch) * s.hidden;
     const std::size_t sequence = static_cast<std::size_t>(s.seq_len) * state;
-    std::size_t weights = 0;  // the transposed copies: 4H * (I_l + H) per layer
+    // The transposed weights, 4H * (I_l + H) per layer: in 16 bits for good, in FP32 (counted in
+    // full) only while prepare() rounds them.
+    std::size_t weights = 0;
     for (int layer = 0; layer < s.layers; ++layer)
       weights +=
           static_cast<std::size_t>(kGates) * s.hidden * (s.layer_input_size(layer) + s.hidden);
@@ -192,20 +195,21 @@ class ForwardPass final : public Stage {
       // (I_l x 4H) matrix W^T; geam writes its transpose, W column-major (4H x I_l) with ld 4H
       // (the same bytes as W^T row-major): the operand an NN GEMM takes as it is.
       const int input_size = s.layer_input_size(l);
-      layer.w_ih_t.allocate(static_cast<std::size_t>(four_h) * input_size);
-      layer.w_hh_t.allocate(static_cast<std::size_t>(four_h) * s.hidden);
+      // In FP32 only until they are rounded below.
+      DeviceBuffer<float> w_ih_t(static_cast<std::size_t>(four_h) * input_size);
+      DeviceBuffer<float> w_hh_t(static_cast<std::size_t>(four_h) * s.hidden);
       // C = 1 * op(A) + 0 * op(B) with op = transpose; B = A keeps the unused operand valid
       CUBLAS_CHECK(cublasSgeam(layer.cublas_input, CUBLAS_OP_T, CUBLAS_OP_T, four_h, input_size,
                                &one, t.w_ih[l], input_size, &zero, t.w_ih[l], input_size,
-                               layer.w_ih_t.data(), four_h));
+                               w_ih_t.data(), four_h));
       CUBLAS_CHECK(cublasSgeam(layer.cublas_input, CUBLAS_OP_T, CUBLAS_OP_T, four_h, s.hidden, &one,
-                               t.w_hh[l], s.hidden, &zero, t.w_hh[l], s.hidden, layer.w_hh_t.data(),
+                               t.w_hh[l], s.hidden, &zero, t.w_hh[l], s.hidden, w_hh_t.data(),
                                four_h));
       // ... and rounded once to the 16-bit operands the GEMMs read.
-      layer.w_ih_16.allocate(layer.w_ih_t.size());
-      layer.w_hh_16.allocate(layer.w_hh_t.size());
-      round_16(layer.w_ih_t.data(), layer.w_ih_16.data(), layer.w_ih_t.size(), layer.input_stream);
-      round_16(layer.w_hh_t.data(), layer.w_hh_16.data(), layer.w_hh_t.size(), layer.input_stream);
+      layer.w_ih_16.allocate(w_ih_t.size());
+      layer.w_hh_16.allocate(w_hh_t.size());
+      round_16(w_ih_t.data(), layer.w_ih_16.data(), w_ih_t.size(), layer.input_stream);
+      round_16(w_hh_t.data(), layer.w_hh_16.data(), w_hh_t.size(), layer.input_stream);
       CUDA_CHECK(cudaStreamSynchronize(layer.input_stream));  // ready before any forward
     }
     x_16_.allocate(static_cast<std::size_t>(s.seq_len) * s.batch * s.input_size);
@@ -282,8 +286,7 @@ class ForwardPass final : public Stage {
     DeviceBuffer<float> gates;             // (T, B, 4H): every step's i, f, g, o side by side
     DeviceBuffer<float> cell;              // (B, H): c of this layer
     DeviceBuffer<float> output;  // (T, B, H): this layer's h sequence (not for the last layer)
-    DeviceBuffer<float> w_ih_t, w_hh_t;            // W^T row-major, ld 4H
-    DeviceBuffer<std::uint16_t> w_ih_16, w_hh_16;  // the same in 16 bits
+    DeviceBuffer<std::uint16_t> w_ih_16, w_hh_16;  // W^T row-major, ld 4H, in 16 bits
     DeviceBuffer<std::uint16_t> hidden_16;  // (T + 1, B, H): h0, then the h sequence, 16 bits
     DeviceBuffer<char> workspace_input, workspace_recurrent;  // the cuBLAS handles' workspaces
   };

@@ -77,8 +77,9 @@ __global__ void forward_pointwise_kernel(float* gates, const float* b_ih, const 
   }
   const float c = activated[kGateF] * cell_prev[index] + activated[kGateI] * activated[kGateG];
   cell[index] = c;
-  hidden_out[index] = activated[kGateO] * tanhf(c);
-  hidden_16[index] = to_16_bits<Element>(hidden_out[index]);
+  const float h = activated[kGateO] * tanhf(c);
+  hidden_out[index] = h;
+  hidden_16[index] = to_16_bits<Element>(h);
 }
 
 /// One backward step's element-wise work, from the gradient of h_t from above (d_above) and from
@@ -98,13 +99,13 @@ __global__ void backward_pointwise_kernel(float* dz, Element* dz_16, float* dc_r
   const float tanh_c = tanhf(cell[index]);
   const float dh = d_above[index] + dh_rec[index];
   const float dc = dc_rec[index] + dh * o * (1.0f - tanh_c * tanh_c);
-  dz[offset + kGateI * hidden] = dc * g * i * (1.0f - i);
-  dz[offset + kGateF * hidden] = dc * cell_prev[index] * f * (1.0f - f);
-  dz[offset + kGateG * hidden] = dc * i * (1.0f - g * g);
-  dz[offset + kGateO * hidden] = dh * tanh_c * o * (1.0f - o);
+  const float gate_grad[kGates] = {dc * g * i * (1.0f - i), dc * cell_prev[index] * f * (1.0f - f),
+                                   dc * i * (1.0f - g * g), dh * tanh_c * o * (1.0f - o)};
+  for (int q = 0; q < kGates; ++q) {  // i, f, g, o
+    dz[offset + q * hidden] = gate_grad[q];
+    dz_16[offset + q * hidden] = to_16_bits<Element>(gate_grad[q]);
+  }
   dc_rec[index] = dc * f;
-  for (int q = 0; q < kGates; ++q)
-    dz_16[offset + q * hidden] = to_16_bits<Element>(dz[offset + q * hidden]);
 }
 
 /// values[i] = 1 for i < count: the vector a GEMV sums the bias gradient with.
