@@ -365,6 +365,17 @@ MUTATIONS = [
     ("gpu", "forward stage 20 hands BF16 operands to cuBLAS as FP16",
      "stages/forward/20_tensor_core_gemms/stage.cu",
      "precision() == Precision::kBf16 ? CUDA_R_16BF : CUDA_R_16F;", "CUDA_R_16F;", "gpu"),
+    # ---- training stage 16 (the cell's backward prepared a step ahead)
+    ("gpu", "training stage 16 drops tanh'(c) from the factor of dc by dh",
+     "stages/training/16_cell_factors_ahead/backward_kernel.cuh",
+     "kept[4] = o * (1.0f - tanh_c * tanh_c);", "kept[4] = o;", "gpu"),
+    ("gpu", "training stage 16 fetches the stash one step ahead instead of two",
+     "stages/training/16_cell_factors_ahead/backward_kernel.cuh",
+     "if (t >= 2) fetch_stash(t - 2);", "if (t >= 2) fetch_stash(t - 1);", "gpu"),
+    ("gpu", "training stage 16 keeps the stash of both steps in one slot",
+     "stages/training/16_cell_factors_ahead/backward_kernel.cuh",
+     "return stash_s + ((t & 1) * pairs + p) * kStashFloats;", "return stash_s + p * kStashFloats;",
+     "gpu"),
     # ---- training stage 09 (the small-batch backward keeps W_hh's columns in registers)
     ("gpu", "training stage 09 loads the four gate rows of a row quad's weights from its first row",
      "stages/training/09_backward_registers/backward_registers.cuh",

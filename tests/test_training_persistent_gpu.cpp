@@ -1,4 +1,4 @@
-// A persistent training stage on the GPU (training/06_persistent to 13_published_partial_sums:
+// A persistent training stage on the GPU (training/06_persistent to 16_cell_factors_ahead:
 // this source is compiled once per stage, in the stage's namespace beside its headers, with
 // LSTM_STAGE_DISPLAY_NAME naming it and LSTM_PLAN_HAS_BACKWARD_CHUNKS where the backward stages
 // dz in chunks, LSTM_PLAN_HAS_BACKWARD_REGISTERS where it has a register kernel,
