@@ -39,6 +39,9 @@
 #ifndef LSTM_PLAN_HAS_BACKWARD_TILES
 #define LSTM_PLAN_HAS_BACKWARD_TILES 0
 #endif
+#ifndef LSTM_PLAN_HAS_STASH_AHEAD
+#define LSTM_PLAN_HAS_STASH_AHEAD 0
+#endif
 #ifndef LSTM_PLAN_HAS_BACKWARD_REGISTERS
 #define LSTM_PLAN_HAS_BACKWARD_REGISTERS 0
 #endif
@@ -122,9 +125,10 @@ const std::vector<PinnedCase>& cases() {
        33},
       {"one_chunk_of_all_rows_b1", ProblemSize{257, 60, 1, 4, 2}, "", Forward::kAny, 1},
       {"auto_h1024_b4_one_chunk", ProblemSize{1024, 64, 4, 3, 1}, "", kRegisters, 1},
-      // (stage 08: the k slices' sums take more room, so 4 chunks)
+      // (stage 08: the k slices' sums take more room, stage 16: the stash's second step; so 4
+      // chunks)
       {"auto_h512_b64_chunks", ProblemSize{512, 64, 64, 3, 1}, "", kShared,
-       3 + LSTM_PLAN_HAS_BACKWARD_TILES},
+       3 + (LSTM_PLAN_HAS_BACKWARD_TILES || LSTM_PLAN_HAS_STASH_AHEAD)},
 #endif
 #if LSTM_PLAN_HAS_BACKWARD_TILES
       // The product's tiles of rows (from Bg = 5), the last tile of a block short or empty.
