@@ -43,17 +43,18 @@ struct BackwardArgs {
 /// The whole backward recurrence of one layer (one slice of the batch), t = T-1 down to 0.
 /// Grid: U x G blocks (block = u + U * g), kBackwardThreads threads, all resident (cooperative
 /// launch). Block (u, g) owns units u*J .. u*J + J - 1 for the Bg batch rows of group g.
-/// A step t: (1) while the first loads of dz_{t+1} are in flight, the stash of step t - 1 is
-/// copied (cp.async) and the cell's seven factors of step t (what does not depend on dz_{t+1})
-/// are computed from the stash copied a step ago; (2) dh_rec = W_hhᵀ · dz_{t+1} for the pairs (dhy
-/// at t = T-1): the block stages dz_{t+1} of its rows into shared memory in chunks of gate rows,
-/// every thread's loads of a chunk in flight at once and waited for until published, the next
-/// chunk's loads in flight while the block multiplies this one; lane (k, row) of a warp multiplies
-/// 16 bytes of the chunk (4 consecutive gate rows k) with the 4 x J weights of those rows; sums
-/// over a warp's k lanes by shuffles, over the k slices in shared memory, each in a fixed order;
-/// (3) one thread per pair: the cell's backward from the factors, dz_t published (the signal to
-/// every block of the group) and dc_{t-1} kept. After step 0, one more product gives dh0. Shared
-/// memory (plan.cpp sizes it): w [4 * J4][H] float4 | dz [2][Bg][chunk_rows / 4] float4 (one buffer
+/// A step t: (1) the cell's backward of step t waits only for dh_rec: its seven factors (what
+/// does not depend on dz_{t+1}) were computed at the end of step t + 1, from a stash copied
+/// (cp.async) at the end of step t + 2; (2) dh_rec = W_hhᵀ · dz_{t+1} for the pairs (dhy at t =
+/// T-1): the block stages dz_{t+1} of its rows into shared memory in chunks of gate rows, every
+/// thread's loads of a chunk in flight at once and waited for until published, the next chunk's
+/// loads in flight while the block multiplies this one; lane (k, row) of a warp multiplies 16 bytes
+/// of the chunk (4 consecutive gate rows k) with the 4 x J weights of those rows; sums over a
+/// warp's k lanes by shuffles, over the k slices in shared memory, each in a fixed order; (3) one
+/// thread per pair: the cell's backward from the factors, dz_t published (the signal to every block
+/// of the group) and dc_{t-1} kept; then, off the critical path, the stash of step t - 2 copied and
+/// the factors of step t - 1 computed. After step 0, one more product gives dh0. Shared memory
+/// (plan.cpp sizes it): w [4 * J4][H] float4 | dz [2][Bg][chunk_rows / 4] float4 (one buffer
 /// where one chunk holds all 4H gate rows) | sums [S][Bg][J4] float4 | stash [2][J * Bg][7]
 /// (slot t % 2) | dc [J * Bg].
 __global__ void __launch_bounds__(kBackwardThreads, 1) backward_persistent(const BackwardArgs a) {
@@ -89,9 +90,9 @@ __global__ void __launch_bounds__(kBackwardThreads, 1) backward_persistent(const
   }
   __syncthreads();
 
-  // ---- (1) the stash of step t for this thread's own pairs, copied a step ahead into slot
-  // t % 2, and the factors of the cell's backward computed from it in place while the loads of
-  // dz_{t+1} are in flight: neither depends on dz, so neither needs to wait for it.
+  // ---- (1) the stash of step t for this thread's own pairs, copied two steps ahead into slot
+  // t % 2, and the factors of the cell's backward computed from it in place one step ahead:
+  // neither depends on dz, so neither needs to wait for it.
   const auto kept_of = [&](int t, int p) { return stash_s + ((t & 1) * pairs + p) * kStashFloats; };
   const auto fetch_stash = [&](int t) {
     for (int p = tid; p < pairs; p += blockDim.x) {
@@ -135,7 +136,7 @@ __global__ void __launch_bounds__(kBackwardThreads, 1) backward_persistent(const
   const int items = (Bg + a.lanes_rows - 1) / a.lanes_rows * S;  // at most one per warp
   const int k_slice = warp % S, batch_row = warp / S * a.lanes_rows + tid % kWarpSize / lanes_k;
   const int stride = lanes_k * S;  // float4 between a lane's consecutive ones in a chunk
-  const auto recurrent_product = [&](int slot, auto&& while_loads_in_flight) {
+  const auto recurrent_product = [&](int slot) {
     const float4* dz_row = reinterpret_cast<const float4*>(a.dz) + slot * state +
                            static_cast<std::size_t>(first_row + stage_row) * H;  // H per row
     float4 staged[kStageRegistersDz];
@@ -149,7 +150,6 @@ __global__ void __launch_bounds__(kBackwardThreads, 1) backward_persistent(const
     };
     float4 acc[kMaxUnitQuads] = {};
     issue_loads(0);
-    while_loads_in_flight();
     for (int chunk = 0; chunk < a.chunks; ++chunk) {
       const bool last = chunk == a.chunks - 1;
       const int n4 = last ? last4 : C4, count = stage_row < rows ? n4 : 0;
@@ -203,21 +203,16 @@ __global__ void __launch_bounds__(kBackwardThreads, 1) backward_persistent(const
     return sum;
   };
 
-  // ---- the steps, from the last.
+  // ---- the steps, from the last. Before them: the stash of steps T-1 and T-2, the factors of
+  // step T-1.
   fetch_stash(a.seq_len - 1);
+  if (a.seq_len > 1) fetch_stash(a.seq_len - 2);
+  a.seq_len > 1 ? wait_copies_but_newest() : wait_copies();
+  prepare_factors(a.seq_len - 1);
   for (int t = a.seq_len - 1; t >= 0; --t) {
-    // Off the critical path: the stash of step t - 1 copied into the slot step t + 1 has read,
-    // the factors of step t from its stash (copied a step ago: arrived).
-    const auto ahead = [&] {
-      if (t >= 1) fetch_stash(t - 1);
-      t >= 1 ? wait_copies_but_newest() : wait_copies();
-      prepare_factors(t);
-    };
     if (t < a.seq_len - 1) {
-      recurrent_product(t + 1, ahead);
+      recurrent_product(t + 1);
       __syncthreads();  // every partial sum in shared memory
-    } else {
-      ahead();
     }
 
     // (3) The cell's backward of each pair, one thread each, from its factors (README.md): all
@@ -236,11 +231,19 @@ __global__ void __launch_bounds__(kBackwardThreads, 1) backward_persistent(const
       store_relaxed(dz + 3 * H, dh * factor[3]);
       dc_s[p] = dc * factor[5];  // what c_{t-1} receives through the forget gate
     }
+    // Off the critical path, while the other blocks finish step t: the stash of step t - 2 into
+    // the slot step t has just read, and the factors of step t - 1 (its copies, started a step
+    // ago, have arrived).
+    if (t >= 2) fetch_stash(t - 2);
+    if (t >= 1) {
+      t >= 2 ? wait_copies_but_newest() : wait_copies();
+      prepare_factors(t - 1);
+    }
     __syncthreads();  // the next product writes sums_s again
   }
 
   // ---- after step 0: dh0 = W_hhᵀ · dz_0, and dc0.
-  recurrent_product(0, [] {});
+  recurrent_product(0);
   __syncthreads();
   for (int p = tid; p < pairs; p += blockDim.x) {
     const int j = p % J, b = p / J, unit = first_unit + j;
