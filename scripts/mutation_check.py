@@ -379,7 +379,7 @@ MUTATIONS = [
     # ---- training stage 17 (the bias gradient summed in the persistent backward kernel)
     ("gpu", "training stage 17 keeps only the last step's dz in the bias gradient's sums",
      "stages/training/17_bias_gradient_in_kernel/backward_kernel.cuh",
-     "db_sums[k][q] += dz_gates[q];", "db_sums[k][q] = dz_gates[q];", "gpu"),
+     "db_s[p * kGates + q] += dz_gates[q];", "db_s[p * kGates + q] = dz_gates[q];", "gpu"),
     ("gpu", "training stage 17 leaves a block's first row out of its group's sums",
      "stages/training/17_bias_gradient_in_kernel/backward_kernel.cuh",
      "for (int b = 0; b < rows; ++b)\n      sum += db_s[", "for (int b = 1; b < rows; ++b)\n      sum += db_s[",

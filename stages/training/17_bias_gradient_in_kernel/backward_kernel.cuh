@@ -15,8 +15,6 @@
 namespace lstm::LSTM_STAGE_NAMESPACE {  // stage_<series>_<NN_slug>, named by the build
 
 constexpr int kMaxUnitQuads = kMaxUnitsPerBlock / 4;  // a thread's float4 sums
-/// The most (unit, batch row) pairs a thread owns: its bias gradient's sums stay in registers.
-constexpr int kMaxPairsPerThread = kMaxUnitsPerBlock * kMaxBackwardRows / kBackwardThreads;
 
 /// What the backward kernel reads and writes for one layer and one slice of the batch (a
 /// launch). Every buffer has the whole batch's rows; a launch touches its own rows only.
@@ -56,13 +54,12 @@ struct BackwardArgs {
 /// warp's k lanes by shuffles, over the k slices in shared memory, each in a fixed order; (3) one
 /// thread per pair: the cell's backward from the factors, dz_t published (the signal to every block
 /// of the group) and dc_{t-1} kept; then, off the critical path, the stash of step t - 2 copied and
-/// the factors of step t - 1 computed; the pair's dz_t added to its registers' sums for the bias
-/// gradient.
+/// the factors of step t - 1 computed; the pair's dz_t added to its sums for the bias gradient.
 /// After step 0, one more product gives dh0; each block writes its group's sums of dz over its
 /// rows (and all steps) for its units: the bias gradient, or its group's part of it. Shared memory
 /// (plan.cpp sizes it): w [4 * J4][H] float4 | dz [2][Bg][chunk_rows / 4] float4 (one buffer
 /// where one chunk holds all 4H gate rows) | sums [S][Bg][J4] float4 | stash [2][J * Bg][7]
-/// (slot t % 2) | dc [J * Bg] | db [J * Bg][4] (written once, after the last step).
+/// (slot t % 2) | dc [J * Bg] | db [J * Bg][4].
 __global__ void __launch_bounds__(kBackwardThreads, 1) backward_persistent(const BackwardArgs a) {
   extern __shared__ float4 shared[];
   const int H = a.hidden_size, J = a.units_per_block, J4 = a.unit_quads, S = a.k_slices;
@@ -94,8 +91,9 @@ __global__ void __launch_bounds__(kBackwardThreads, 1) backward_persistent(const
   for (int p = tid; p < pairs; p += blockDim.x) {  // dc from after the last step: dcy
     const int unit = first_unit + p % J, row = first_row + p / J;
     dc_s[p] = unit < H ? a.dcy[static_cast<std::size_t>(row) * H + unit] : 0.0f;
+    for (int q = 0; q < kGates; ++q)
+      db_s[p * kGates + q] = 0.0f;
   }
-  float db_sums[kMaxPairsPerThread][kGates] = {};  // this thread's pairs: dz over the steps
   __syncthreads();
 
   // ---- (1) the stash of step t for this thread's own pairs, copied two steps ahead into slot
@@ -225,10 +223,7 @@ __global__ void __launch_bounds__(kBackwardThreads, 1) backward_persistent(const
 
     // (3) The cell's backward of each pair, one thread each, from its factors (README.md): all
     // that is left between dh_rec and dz_t is a sum and five products.
-#pragma unroll
-    for (int k = 0; k < kMaxPairsPerThread; ++k) {  // pair p = tid + k * blockDim.x
-      const int p = tid + k * blockDim.x;
-      if (p >= pairs) break;
+    for (int p = tid; p < pairs; p += blockDim.x) {
       const int j = p % J, b = p / J, unit = first_unit + j;
       if (unit >= H) continue;
       const std::size_t out = static_cast<std::size_t>(first_row + b) * H + unit;
@@ -242,7 +237,7 @@ __global__ void __launch_bounds__(kBackwardThreads, 1) backward_persistent(const
         store_relaxed(dz + q * H, dz_gates[q]);  // published: the signal to the group
       dc_s[p] = dc * factor[5];                  // what c_{t-1} receives through the forget gate
       for (int q = 0; q < kGates; ++q)  // the bias gradient: dz summed over the steps, here
-        db_sums[k][q] += dz_gates[q];
+        db_s[p * kGates + q] += dz_gates[q];
     }
     // Off the critical path, while the other blocks finish step t: the stash of step t - 2 into
     // the slot step t has just read, and the factors of step t - 1 (its copies, started a step
@@ -265,14 +260,6 @@ __global__ void __launch_bounds__(kBackwardThreads, 1) backward_persistent(const
     a.dh0[out] = dh_recurrent(j, b);
     a.dc0[out] = dc_s[p];
   }
-#pragma unroll
-  for (int k = 0; k < kMaxPairsPerThread; ++k) {  // the sums into shared memory, for the rows
-    const int p = tid + k * blockDim.x;
-    if (p >= pairs) break;
-    for (int q = 0; q < kGates; ++q)
-      db_s[p * kGates + q] = db_sums[k][q];
-  }
-  __syncthreads();
   // The bias gradient of the block's units: its rows' sums added in row order (no atomics, so
   // bitwise the same every run), one row of db_groups per group of Bg batch rows.
   const std::size_t group_index = first_row / Bg;

@@ -166,9 +166,7 @@ class PersistentTraining final : public TrainingStage {
     const std::size_t exchange = plan.fits ? exchange_floats(s, plan.forward) : 0;
     const std::size_t floats = stash + exchange + (s.layers > 1 ? 2 : 1) * kGates * sequence +
                                (s.layers > 1 ? sequence : 0) +
-                               (plan.fits ? static_cast<std::size_t>(s.layers) *
-                                                bias_groups(s, plan.backward) * kGates * s.hidden
-                                          : 0);
+                               (plan.fits ? bias_groups(s, plan.backward) * kGates * s.hidden : 0);
     return floats * sizeof(float);
   }
 
@@ -210,8 +208,7 @@ class PersistentTraining final : public TrainingStage {
     if (s.layers > 1) dz_[1].allocate(T * kGates * state);  // layer l's dz: dz_[l % 2]
     if (s.layers > 1) d_input_.allocate(T * state);
     const int groups = bias_groups(s, plan_.backward);
-    if (groups > 1)  // a row per group and layer: layer l - 1 writes its rows while l's are added
-      db_groups_.allocate(static_cast<std::size_t>(s.layers) * groups * kGates * s.hidden);
+    if (groups > 1) db_groups_.allocate(static_cast<std::size_t>(groups) * kGates * s.hidden);
   }
 
   // What the forward keeps for the backward, per layer: every step's activated gates (T, B, 4H),
@@ -322,7 +319,7 @@ class PersistentTraining final : public TrainingStage {
         args.dhy = t.dhy + layer_state;
         args.dcy = t.dcy + layer_state;
         args.dz = dz;
-        args.db_groups = bias_groups(s, plan) > 1 ? layer_db_groups(s, l) : t.grad_b_ih[l];
+        args.db_groups = bias_groups(s, plan) > 1 ? db_groups_.data() : t.grad_b_ih[l];
         args.dh0 = t.dh0 + layer_state;
         args.dc0 = t.dc0 + layer_state;
         args.hidden_size = H;
@@ -363,7 +360,7 @@ class PersistentTraining final : public TrainingStage {
       const int groups = bias_groups(s, plan);
       if (groups > 1) {
         sum_over_groups<<<(four_h + 255) / 256, 256, 0, weights_stream_>>>(
-            layer_db_groups(s, l), groups, four_h, t.grad_b_ih[l]);
+            db_groups_.data(), groups, four_h, t.grad_b_ih[l]);
         CUDA_CHECK(cudaGetLastError());
       }
       CUDA_CHECK(cudaMemcpyAsync(t.grad_b_hh[l], t.grad_b_ih[l], four_h * sizeof(float),
@@ -408,12 +405,6 @@ class PersistentTraining final : public TrainingStage {
   /// The groups of Bg batch rows the backward's blocks cover: the rows of db_groups.
   static int bias_groups(const ProblemSize& s, const BackwardPlan& plan) {
     return (s.batch + plan.group_rows - 1) / plan.group_rows;
-  }
-
-  /// Layer l's rows of db_groups_.
-  float* layer_db_groups(const ProblemSize& s, int layer) {
-    return db_groups_.data() +
-           static_cast<std::size_t>(layer) * bias_groups(s, plan_.backward) * kGates * s.hidden;
   }
 
   /// The forward's exchange buffer: T + 1 slots of one slice's G x H x Bp floats.
@@ -470,7 +461,7 @@ class PersistentTraining final : public TrainingStage {
   cudaEvent_t dz_ready_ = nullptr;           // a layer's dz and d(input) are done on `stream`
   cudaEvent_t dz_free_[2] = {};              // the weight gradients done with dz_[0] / dz_[1]
   DeviceBuffer<float> d_input_;    // (T, B, H): the gradient of an intermediate layer's output
-  DeviceBuffer<float> db_groups_;  // (L, groups, 4H): each batch group's part of the bias gradient
+  DeviceBuffer<float> db_groups_;  // (groups, 4H): each batch group's part of the bias gradient
 };
 
 }  // namespace
