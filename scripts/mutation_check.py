@@ -376,17 +376,6 @@ MUTATIONS = [
      "stages/training/16_cell_factors_ahead/backward_kernel.cuh",
      "return stash_s + ((t & 1) * pairs + p) * kStashFloats;", "return stash_s + p * kStashFloats;",
      "gpu"),
-    # ---- training stage 17 (the bias gradient summed in the persistent backward kernel)
-    ("gpu", "training stage 17 keeps only the last step's dz in the bias gradient's sums",
-     "stages/training/17_bias_gradient_in_kernel/backward_kernel.cuh",
-     "db_s[p * kGates + q] += dz_gates[q];", "db_s[p * kGates + q] = dz_gates[q];", "gpu"),
-    ("gpu", "training stage 17 leaves a block's first row out of its group's sums",
-     "stages/training/17_bias_gradient_in_kernel/backward_kernel.cuh",
-     "for (int b = 0; b < rows; ++b)\n      sum += db_s[", "for (int b = 1; b < rows; ++b)\n      sum += db_s[",
-     "gpu"),
-    ("gpu", "training stage 17 leaves the last batch group out of the bias gradient",
-     "stages/training/17_bias_gradient_in_kernel/backward_kernel.cuh",
-     "for (int g = 0; g < groups; ++g)", "for (int g = 0; g < groups - 1; ++g)", "gpu"),
     # ---- training stage 09 (the small-batch backward keeps W_hh's columns in registers)
     ("gpu", "training stage 09 loads the four gate rows of a row quad's weights from its first row",
      "stages/training/09_backward_registers/backward_registers.cuh",

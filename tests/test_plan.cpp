@@ -41,9 +41,6 @@
 #ifndef LSTM_PLAN_HAS_STASH_AHEAD
 #define LSTM_PLAN_HAS_STASH_AHEAD 0
 #endif
-#ifndef LSTM_PLAN_HAS_BIAS_SUMS
-#define LSTM_PLAN_HAS_BIAS_SUMS 0
-#endif
 #ifndef LSTM_PLAN_HAS_WAVEFRONT
 #define LSTM_PLAN_HAS_WAVEFRONT 0
 #endif
@@ -346,17 +343,14 @@ TEST(Plan, SharedMemoryIsTheKernelsLayout) {
 #else
   constexpr unsigned steps = 1;
 #endif
-  constexpr unsigned per_pair = 1 + 4 * LSTM_PLAN_HAS_BIAS_SUMS;  // dc; training 17: db's 4 sums
+  EXPECT_EQ(backward_shared_bytes(512, 16, 16, 4, 696),
+            (16u * 512 * 4 + 2 * 696 * 16 + 4 * 4 * 4 * 16 + steps * 7 * 16 * 16 + 16 * 16) *
+                sizeof(float));
   EXPECT_EQ(
-      backward_shared_bytes(512, 16, 16, 4, 696),
-      (16u * 512 * 4 + 2 * 696 * 16 + 4 * 4 * 4 * 16 + steps * 7 * 16 * 16 + per_pair * 16 * 16) *
-          sizeof(float));
-  EXPECT_EQ(backward_shared_bytes(100, 5, 3, 16, 200),  // J = 5: two float4 of units
-            (16u * 100 * 2 + 2 * 200 * 3 + 4 * 2 * 16 * 3 + steps * 7 * 5 * 3 + per_pair * 5 * 3) *
-                sizeof(float));
+      backward_shared_bytes(100, 5, 3, 16, 200),  // J = 5: two float4 of units
+      (16u * 100 * 2 + 2 * 200 * 3 + 4 * 2 * 16 * 3 + steps * 7 * 5 * 3 + 5 * 3) * sizeof(float));
   EXPECT_EQ(backward_shared_bytes(100, 5, 3, 16, 400),  // all 400 gate rows: one buffer
-            (16u * 100 * 2 + 400 * 3 + 4 * 2 * 16 * 3 + steps * 7 * 5 * 3 + per_pair * 5 * 3) *
-                sizeof(float));
+            (16u * 100 * 2 + 400 * 3 + 4 * 2 * 16 * 3 + steps * 7 * 5 * 3 + 5 * 3) * sizeof(float));
   EXPECT_EQ(backward_lanes_rows(1), 1);
   EXPECT_EQ(backward_lanes_rows(2), 2);
   EXPECT_EQ(backward_lanes_rows(3), 4);
@@ -775,9 +769,6 @@ TEST(Plan, DzIsStagedInOneChunkWhereItFitsAndInSeveralOtherwise) {
   EXPECT_EQ(p64.backward.k_slices, 8);
   EXPECT_EQ(p64.backward.chunk_rows, 664);
   EXPECT_EQ(p64.backward.chunks, 4);
-#elif LSTM_PLAN_HAS_BIAS_SUMS    // and the bias gradient's sums: 4 KiB more, four chunks
-  EXPECT_EQ(p64.backward.chunk_rows, 608);
-  EXPECT_EQ(p64.backward.chunks, 4);
 #elif LSTM_PLAN_HAS_STASH_AHEAD  // the stash of two steps: 7 KiB more, four chunks
   EXPECT_EQ(p64.backward.chunk_rows, 640);
   EXPECT_EQ(p64.backward.chunks, 4);
@@ -827,9 +818,7 @@ TEST(Plan, TheBackwardsChunkIsPinnedOrRefusedWithTheReason) {
 
 TEST(Plan, TheStagingBuffersLowerTheLargestHiddenSizeByOne) {
   // H = 1205 filled a block's 227 KiB to the byte without them (training stage 06's limit).
-#if LSTM_PLAN_HAS_BIAS_SUMS  // the stash's second step and the bias gradient's sums: two more
-  constexpr int largest = 1202;
-#elif LSTM_PLAN_HAS_STASH_AHEAD  // and the second step of the stash by one more
+#if LSTM_PLAN_HAS_STASH_AHEAD  // and the second step of the stash by one more
   constexpr int largest = 1203;
 #else
   constexpr int largest = 1204;
