@@ -3,7 +3,7 @@
 // LSTM_STAGE_DISPLAY_NAME naming it and LSTM_PLAN_HAS_BACKWARD_CHUNKS where the backward stages
 // dz in chunks, LSTM_PLAN_HAS_BACKWARD_REGISTERS where it has a register kernel,
 // LSTM_PLAN_HAS_PARTIAL_SUMS where it publishes partial sums of dh (then also a second pass with
-// other gradients);
+// other gradients), LSTM_PLAN_HAS_STASH_AHEAD where its stash holds two steps (one more chunk);
 // tests/CMakeLists.txt) with its plans pinned through its own flags (--plan, --weights, --input,
 // --backward-weights, as its executable takes them), so that every path of the persistent
 // kernels runs. The forward's two kernels (forward stage 12's, keeping the stash): the register
