@@ -376,6 +376,17 @@ MUTATIONS = [
      "stages/training/16_cell_factors_ahead/backward_kernel.cuh",
      "return stash_s + ((t & 1) * pairs + p) * kStashFloats;", "return stash_s + p * kStashFloats;",
      "gpu"),
+    # ---- training stage 17 (dz read straight from L2 into the lanes that multiply it)
+    ("gpu", "training stage 17 loads a lane's first float4 of dz for all of its share",
+     "stages/training/17_dz_straight_to_the_lanes/backward_kernel.cuh",
+     "mine[r] = load_relaxed(row + first + r * stride);", "mine[r] = load_relaxed(row + first);",
+     "gpu"),
+    ("gpu", "training stage 17 multiplies the direct dz by gate row 0's weights only",
+     "stages/training/17_dz_straight_to_the_lanes/backward_kernel.cuh",
+     "const float4 w = w_s[(4 * v + e) * H + i];", "const float4 w = w_s[(4 * v) * H + i];", "gpu"),
+    ("gpu", "training stage 17 multiplies dz it loaded without waiting for it to be published",
+     "stages/training/17_dz_straight_to_the_lanes/backward_kernel.cuh",
+     "      wait_published(mine, row, H, first, stride);\n", "", "gpu"),
     # ---- training stage 09 (the small-batch backward keeps W_hh's columns in registers)
     ("gpu", "training stage 09 loads the four gate rows of a row quad's weights from its first row",
      "stages/training/09_backward_registers/backward_registers.cuh",

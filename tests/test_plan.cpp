@@ -41,6 +41,9 @@
 #ifndef LSTM_PLAN_HAS_STASH_AHEAD
 #define LSTM_PLAN_HAS_STASH_AHEAD 0
 #endif
+#ifndef LSTM_PLAN_HAS_DIRECT_DZ
+#define LSTM_PLAN_HAS_DIRECT_DZ 0
+#endif
 #ifndef LSTM_PLAN_HAS_WAVEFRONT
 #define LSTM_PLAN_HAS_WAVEFRONT 0
 #endif
@@ -815,6 +818,33 @@ TEST(Plan, TheBackwardsChunkIsPinnedOrRefusedWithTheReason) {
   EXPECT_FALSE(rows.fits);
   EXPECT_NE(rows.why.find("more than the kernel's 64"), std::string::npos) << rows.why;
 }
+
+#if LSTM_PLAN_HAS_DIRECT_DZ
+TEST(Plan, DzIsReadStraightIntoTheLanesWhereOneChunkHoldsItAndAShareFitsInRegisters) {
+  // H = 512, B = 1: 32 lanes along k x 16 k slices cover 512 float4 a pass: one float4 a lane.
+  const Plan p1 = make_plan(size_of(512, 1), h100(), shared_backward());
+  EXPECT_EQ(p1.backward.chunks, 1);
+  EXPECT_TRUE(p1.backward.dz_direct);
+  EXPECT_TRUE(dz_read_directly(p1.backward, 512));
+  // H = 1024, B = 4: 8 lanes along k x 16 k slices: 8 float4 a lane, the most it loads.
+  const Plan p4 = make_plan(size_of(1024, 4), h100(), shared_backward());
+  EXPECT_EQ(p4.backward.chunks, 1);
+  EXPECT_TRUE(p4.backward.dz_direct);
+  BackwardPlan wider = p4.backward;
+  wider.k_slices /= 2;  // 16 float4 a lane: more than kDirectFloat4
+  EXPECT_FALSE(dz_read_directly(wider, 1024));
+  // The canonical config stages dz in chunks: staged, as before.
+  const Plan p64 = make_plan(size_of(512, 64, 100, 4), h100());
+  EXPECT_GT(p64.backward.chunks, 1);
+  EXPECT_FALSE(p64.backward.dz_direct);
+  // A pinned chunk smaller than dz: staged.
+  const Plan pinned_chunk =
+      make_plan(size_of(512, 1), h100(), pinned({"--plan", "0,0,0,0,0,0,256"}));
+  EXPECT_GT(pinned_chunk.backward.chunks, 1);
+  EXPECT_FALSE(pinned_chunk.backward.dz_direct);
+  EXPECT_NE(p1.describe().find("dz=direct"), std::string::npos) << p1.describe();
+}
+#endif
 
 TEST(Plan, TheStagingBuffersLowerTheLargestHiddenSizeByOne) {
   // H = 1205 filled a block's 227 KiB to the byte without them (training stage 06's limit).
