@@ -824,24 +824,25 @@ TEST(Plan, DzIsReadStraightIntoTheLanesWhereOneChunkHoldsItAndAShareFitsInRegist
   // H = 512, B = 1: 32 lanes along k x 16 k slices cover 512 float4 a pass: one float4 a lane.
   const Plan p1 = make_plan(size_of(512, 1), h100(), shared_backward());
   EXPECT_EQ(p1.backward.chunks, 1);
-  EXPECT_TRUE(p1.backward.dz_direct);
-  EXPECT_TRUE(dz_read_directly(p1.backward, 512));
+  EXPECT_EQ(p1.backward.direct_float4, 1);
+  EXPECT_EQ(dz_direct_float4(p1.backward, 512), 1);
   // H = 1024, B = 4: 8 lanes along k x 16 k slices: 8 float4 a lane, the most it loads.
   const Plan p4 = make_plan(size_of(1024, 4), h100(), shared_backward());
   EXPECT_EQ(p4.backward.chunks, 1);
-  EXPECT_TRUE(p4.backward.dz_direct);
+  EXPECT_EQ(p4.backward.direct_float4, 8);
   BackwardPlan wider = p4.backward;
   wider.k_slices /= 2;  // 16 float4 a lane: more than kDirectFloat4
-  EXPECT_FALSE(dz_read_directly(wider, 1024));
+  EXPECT_EQ(dz_direct_float4(wider, 1024), 0);
+  EXPECT_EQ(dz_direct_float4(p4.backward, 600), 8);  // 5 float4 a lane: the instantiation of 8
   // The canonical config stages dz in chunks: staged, as before.
   const Plan p64 = make_plan(size_of(512, 64, 100, 4), h100());
   EXPECT_GT(p64.backward.chunks, 1);
-  EXPECT_FALSE(p64.backward.dz_direct);
+  EXPECT_EQ(p64.backward.direct_float4, 0);
   // A pinned chunk smaller than dz: staged.
   const Plan pinned_chunk =
       make_plan(size_of(512, 1), h100(), pinned({"--plan", "0,0,0,0,0,0,256"}));
   EXPECT_GT(pinned_chunk.backward.chunks, 1);
-  EXPECT_FALSE(pinned_chunk.backward.dz_direct);
+  EXPECT_EQ(pinned_chunk.backward.direct_float4, 0);
   EXPECT_NE(p1.describe().find("dz=direct"), std::string::npos) << p1.describe();
 }
 #endif

@@ -38,7 +38,6 @@ struct BackwardArgs {
   int lanes_rows;              // batch rows of a warp's lanes: 1, 2 or 4
   int stage_threads;           // threads that stage one batch row of dz
   int chunk_rows, chunks;      // gate rows of dz per chunk (a multiple of 4), chunks per step
-  bool dz_direct;              // each lane loads the dz it multiplies (plan.h, dz_read_directly)
 };
 
 /// The whole backward recurrence of one layer (one slice of the batch), t = T-1 down to 0.
@@ -61,6 +60,9 @@ struct BackwardArgs {
 /// (plan.cpp sizes it): w [4 * J4][H] float4 | dz [2][Bg][chunk_rows / 4] float4 (one buffer
 /// where one chunk holds all 4H gate rows) | sums [S][Bg][J4] float4 | stash [2][J * Bg][7]
 /// (slot t % 2) | dc [J * Bg].
+/// kDirect: the float4 of dz a lane loads itself (plan.h, dz_direct_float4); 0: dz is staged. One
+/// instantiation each, so that the direct path's registers do not add to the staged path's.
+template <int kDirect>
 __global__ void __launch_bounds__(kBackwardThreads, 1) backward_persistent(const BackwardArgs a) {
   extern __shared__ float4 shared[];
   const int H = a.hidden_size, J = a.units_per_block, J4 = a.unit_quads, S = a.k_slices;
@@ -155,17 +157,17 @@ __global__ void __launch_bounds__(kBackwardThreads, 1) backward_persistent(const
     float4 acc[kMaxUnitQuads] = {};
     // One lane multiplies each float4 of dz, by all the block's units: where the lane's share
     // fits in registers it loads and polls that share itself, and no other thread waits for it.
-    if (a.dz_direct && warp < items && batch_row < rows) {
+    if (kDirect > 0 && warp < items && batch_row < rows) {
       const float4* row = reinterpret_cast<const float4*>(a.dz) + slot * state +
                           static_cast<std::size_t>(first_row + batch_row) * H;
       const int first = lanes_k * k_slice + lane_k;
-      float4 mine[kDirectFloat4];
+      float4 mine[kDirect > 0 ? kDirect : 1];
 #pragma unroll
-      for (int r = 0; r < kDirectFloat4; ++r)
+      for (int r = 0; r < kDirect; ++r)
         if (first + r * stride < H) mine[r] = load_relaxed(row + first + r * stride);
       wait_published(mine, row, H, first, stride);
 #pragma unroll
-      for (int r = 0; r < kDirectFloat4; ++r) {
+      for (int r = 0; r < kDirect; ++r) {
         const int i = first + r * stride;
         if (i >= H) break;
         const float d[4] = {mine[r].x, mine[r].y, mine[r].z, mine[r].w};
@@ -183,8 +185,8 @@ __global__ void __launch_bounds__(kBackwardThreads, 1) backward_persistent(const
         }
       }
     }
-    if (!a.dz_direct) issue_loads(0);
-    for (int chunk = 0; chunk < (a.dz_direct ? 0 : a.chunks); ++chunk) {
+    if constexpr (kDirect == 0) issue_loads(0);
+    for (int chunk = 0; chunk < (kDirect > 0 ? 0 : a.chunks); ++chunk) {
       const bool last = chunk == a.chunks - 1;
       const int n4 = last ? last4 : C4, count = stage_row < rows ? n4 : 0;
       float4* buffer = dz_s + (chunk & 1) * Bg * C4;  // [Bg][C4]

@@ -152,7 +152,7 @@ std::string plan_backward(const ProblemSize& s, const DeviceLimits& device, int 
     b.chunk_rows = 4 * std::max(quads, 1);
     b.chunks = ceil_div(kGates * H, b.chunk_rows);
     b.shared_bytes = backward_shared_bytes(H, J, rows, b.k_slices, b.chunk_rows);
-    b.dz_direct = dz_read_directly(b, H);
+    b.direct_float4 = dz_direct_float4(b, H);
     if (quads <= carried && b.shared_bytes <= device.shared_bytes) break;
     if (quads > carried && (rows == 1 || pinned_rows > 0)) {
       why << "the backward's chunk of " << 4 * quads << " gate rows of dz x " << rows
@@ -220,9 +220,10 @@ int backward_lanes_rows(int rows) {
   return std::min(kLanesRows, next_pow2(std::max(rows, 1)));
 }
 
-bool dz_read_directly(const BackwardPlan& plan, int hidden) {
-  const int per_step = (kWarpSize / plan.lanes_rows) * plan.k_slices;  // float4 a warp's k covers
-  return plan.chunks == 1 && ceil_div(hidden, per_step) <= kDirectFloat4;
+int dz_direct_float4(const BackwardPlan& plan, int hidden) {
+  const int per_pass = (kWarpSize / plan.lanes_rows) * plan.k_slices;  // float4 a row's lanes cover
+  const int share = ceil_div(hidden, per_pass);
+  return plan.chunks == 1 && share <= kDirectFloat4 ? next_pow2(share) : 0;
 }
 
 std::string ForwardPlan::describe() const {
@@ -249,7 +250,7 @@ std::string Plan::describe() const {
       << " U=" << backward.unit_blocks << " G=" << backward.batch_groups
       << " Bg=" << backward.group_rows << " slices=" << backward.slices
       << " k_slices=" << backward.k_slices << " chunk=" << backward.chunk_rows << "x"
-      << backward.chunks << (backward.dz_direct ? " dz=direct" : " dz=staged")
+      << backward.chunks << (backward.direct_float4 > 0 ? " dz=direct" : " dz=staged")
       << " smem=" << backward.shared_bytes / 1024 << "KiB";
   return out.str();
 }

@@ -169,18 +169,19 @@ struct ForwardPlan {
 /// the batch rows of group g: the columns of W_hh of its units (all 4H rows) stay in its shared
 /// memory; it reads all of dz_t for its rows.
 struct BackwardPlan {
-  int units_per_block = 0;       ///< J = ceil(H / (SMs / G)), at most kMaxUnitsPerBlock
-  int unit_quads = 0;            ///< ceil(J / 4): the units in float4 groups
-  int unit_blocks = 0;           ///< U = ceil(H / J)
-  int batch_groups = 0;          ///< G: blocks = U * G
-  int group_rows = 0;            ///< Bg: batch rows per block
-  int slices = 0;                ///< launches per layer: ceil(B / (G * Bg))
-  int k_slices = 0;              ///< S: warps that share one row quad's dot products
-  int lanes_rows = 0;            ///< batch rows of a warp's lanes: 1, 2 or 4
-  int stage_threads = 0;         ///< threads that stage one batch row of dz: 512 / pow2 >= Bg
-  int chunk_rows = 0;            ///< gate rows of dz per chunk (a multiple of 4; the last: fewer)
-  int chunks = 0;                ///< chunks of dz per step: ceil(4H / chunk_rows)
-  bool dz_direct = false;        ///< each lane loads the dz it multiplies: dz_read_directly()
+  int units_per_block = 0;  ///< J = ceil(H / (SMs / G)), at most kMaxUnitsPerBlock
+  int unit_quads = 0;       ///< ceil(J / 4): the units in float4 groups
+  int unit_blocks = 0;      ///< U = ceil(H / J)
+  int batch_groups = 0;     ///< G: blocks = U * G
+  int group_rows = 0;       ///< Bg: batch rows per block
+  int slices = 0;           ///< launches per layer: ceil(B / (G * Bg))
+  int k_slices = 0;         ///< S: warps that share one row quad's dot products
+  int lanes_rows = 0;       ///< batch rows of a warp's lanes: 1, 2 or 4
+  int stage_threads = 0;    ///< threads that stage one batch row of dz: 512 / pow2 >= Bg
+  int chunk_rows = 0;       ///< gate rows of dz per chunk (a multiple of 4; the last: fewer)
+  int chunks = 0;           ///< chunks of dz per step: ceil(4H / chunk_rows)
+  int direct_float4 =
+      0;  ///< float4 of dz a lane loads itself (1, 2, 4, 8; 0: staged): dz_direct_float4()
   std::size_t shared_bytes = 0;  ///< dynamic shared memory per block
   double cost = 0;               ///< the planner's estimate of one layer, SM clocks
 
@@ -209,10 +210,11 @@ std::size_t backward_shared_bytes(int hidden, int units, int rows, int k_slices,
 /// The backward kernel's lanes along the batch for blocks of `rows` batch rows: 1, 2 or 4.
 int backward_lanes_rows(int rows);
 
-/// Whether the backward's lanes load, poll and multiply their own float4 of dz, with no staging
-/// in shared memory: where one chunk holds all 4H gate rows and a lane's share of a batch row,
-/// ceil(H / (lanes along k x k slices)) float4, is at most kDirectFloat4.
-bool dz_read_directly(const BackwardPlan& plan, int hidden);
+/// The float4 of dz each lane of the backward loads, polls and multiplies itself, with no staging
+/// in shared memory, rounded up to a power of two (the kernel's instantiation), where one chunk
+/// holds all 4H gate rows and a lane's share of a batch row, ceil(H / (lanes along k x k
+/// slices)) float4, is at most kDirectFloat4; else 0: dz is staged.
+int dz_direct_float4(const BackwardPlan& plan, int hidden);
 
 /// The backward kernel's k slices for blocks of `rows` batch rows: its warps over row quads.
 int backward_k_slices(int rows);

@@ -2,7 +2,7 @@
  *  \brief Training stage 17: training stage 16 with dz read straight from L2 into the lanes
  *         that multiply it, where one chunk holds it and a lane's share fits in registers.
  *
- * What this stage adds to training stage 16 (backward_kernel.cuh, the plan's dz_direct): each
+ * What this stage adds to training stage 16 (backward_kernel.cuh, the plan's direct_float4): each
  * float4 of dz is multiplied by one lane only, so that lane loads and polls it itself; no
  * staging in shared memory and no barrier for it. Stage 16's description, kept:
  *
@@ -67,7 +67,21 @@ namespace {
 // ---------------------------------------------------------------------------------------------
 
 constexpr int kPublishThreads = 256;  // threads per block of the forward's slot-0 kernel
-const void* const kBackwardKernel = reinterpret_cast<const void*>(&backward_persistent);
+/// The backward kernel for `plan`: its lanes read 1, 2, 4 or 8 float4 of dz directly, or stage dz.
+const void* backward_kernel_for(const BackwardPlan& plan) {
+  switch (plan.direct_float4) {
+    case 1:
+      return reinterpret_cast<const void*>(&backward_persistent<1>);
+    case 2:
+      return reinterpret_cast<const void*>(&backward_persistent<2>);
+    case 4:
+      return reinterpret_cast<const void*>(&backward_persistent<4>);
+    case 8:
+      return reinterpret_cast<const void*>(&backward_persistent<8>);
+    default:
+      return reinterpret_cast<const void*>(&backward_persistent<0>);
+  }
+}
 
 template <int kKPerLane>
 const void* register_kernel_for(int tile_batch) {
@@ -149,7 +163,7 @@ class PersistentTraining final : public TrainingStage {
         check_co_resident(forward_kernel_for(plan.forward), "forward", plan.forward.threads,
                           plan.forward.shared_bytes, plan.forward.blocks(), limits.sm_count);
     if (why.empty())
-      why = check_co_resident(kBackwardKernel, "backward", kBackwardThreads,
+      why = check_co_resident(backward_kernel_for(plan.backward), "backward", kBackwardThreads,
                               plan.backward.shared_bytes, plan.backward.blocks(), limits.sm_count);
     return why;
   }
@@ -184,7 +198,8 @@ class PersistentTraining final : public TrainingStage {
     CUDA_CHECK(cudaFuncSetAttribute(forward_kernel_for(plan_.forward),
                                     cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     static_cast<int>(plan_.forward.shared_bytes)));
-    CUDA_CHECK(cudaFuncSetAttribute(kBackwardKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+    CUDA_CHECK(cudaFuncSetAttribute(backward_kernel_for(plan_.backward),
+                                    cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     static_cast<int>(plan_.backward.shared_bytes)));
     CUBLAS_CHECK(cublasCreate(&cublas_));
     CUBLAS_CHECK(cublasSetMathMode(cublas_, CUBLAS_DEFAULT_MATH));  // FP32 FMA, never TF32
@@ -333,8 +348,8 @@ class PersistentTraining final : public TrainingStage {
         args.stage_threads = plan.stage_threads;
         args.chunk_rows = plan.chunk_rows;
         args.chunks = plan.chunks;
-        args.dz_direct = plan.dz_direct;
-        launch(kBackwardKernel, &args, plan.blocks(), kBackwardThreads, plan.shared_bytes, stream);
+        launch(backward_kernel_for(plan), &args, plan.blocks(), kBackwardThreads, plan.shared_bytes,
+               stream);
       }
 
       // After the recurrence, over all T*B columns at once. d(input) = W_ih^T · dz: (I x 4H)(4H x
