@@ -820,20 +820,21 @@ TEST(Plan, TheBackwardsChunkIsPinnedOrRefusedWithTheReason) {
 }
 
 #if LSTM_PLAN_HAS_DIRECT_DZ
-TEST(Plan, DzIsReadStraightIntoTheLanesWhereOneChunkHoldsItAndAShareFitsInRegisters) {
+TEST(Plan, DzIsReadStraightIntoTheLanesWhereOneChunkHoldsItAndALaneTakesOneFloat4) {
   // H = 512, B = 1: 32 lanes along k x 16 k slices cover 512 float4 a pass: one float4 a lane.
   const Plan p1 = make_plan(size_of(512, 1), h100(), shared_backward());
   EXPECT_EQ(p1.backward.chunks, 1);
   EXPECT_EQ(p1.backward.direct_float4, 1);
   EXPECT_EQ(dz_direct_float4(p1.backward, 512), 1);
-  // H = 1024, B = 4: 8 lanes along k x 16 k slices: 8 float4 a lane, the most it loads.
+  BackwardPlan wider = p1.backward;
+  wider.k_slices /= 2;  // two float4 a lane: staged
+  EXPECT_EQ(dz_direct_float4(wider, 512), 0);
+  EXPECT_EQ(dz_direct_float4(p1.backward, 513), 0);  // two float4 for some lanes: staged
+  // H = 1024, B = 1 (two float4 a lane) and B = 4 (8 lanes along k x 16 k slices: eight): staged.
+  EXPECT_EQ(make_plan(size_of(1024, 1), h100(), shared_backward()).backward.direct_float4, 0);
   const Plan p4 = make_plan(size_of(1024, 4), h100(), shared_backward());
   EXPECT_EQ(p4.backward.chunks, 1);
-  EXPECT_EQ(p4.backward.direct_float4, 8);
-  BackwardPlan wider = p4.backward;
-  wider.k_slices /= 2;  // 16 float4 a lane: more than kDirectFloat4
-  EXPECT_EQ(dz_direct_float4(wider, 1024), 0);
-  EXPECT_EQ(dz_direct_float4(p4.backward, 600), 8);  // 5 float4 a lane: the instantiation of 8
+  EXPECT_EQ(p4.backward.direct_float4, 0);
   // The canonical config stages dz in chunks: staged, as before.
   const Plan p64 = make_plan(size_of(512, 64, 100, 4), h100());
   EXPECT_GT(p64.backward.chunks, 1);

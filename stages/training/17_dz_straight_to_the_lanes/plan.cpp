@@ -223,7 +223,7 @@ int backward_lanes_rows(int rows) {
 int dz_direct_float4(const BackwardPlan& plan, int hidden) {
   const int per_pass = (kWarpSize / plan.lanes_rows) * plan.k_slices;  // float4 a row's lanes cover
   const int share = ceil_div(hidden, per_pass);
-  return plan.chunks == 1 && share <= kDirectFloat4 ? next_pow2(share) : 0;
+  return plan.chunks == 1 && share <= kDirectFloat4 ? share : 0;
 }
 
 std::string ForwardPlan::describe() const {

@@ -87,8 +87,9 @@ constexpr int kStashFloats = 7;
 /// Backward kernel: steps of the stash in shared memory (step t's factors, step t - 1's copies).
 constexpr int kStashSteps = 2;
 /// Backward kernel: the most float4 of dz a lane loads for its product when it reads dz straight
-/// from L2 (one chunk of all 4H gate rows), not through shared memory.
-constexpr int kDirectFloat4 = 8;
+/// from L2 (one chunk of all 4H gate rows), not through shared memory. One: with 2 and 8 a lane
+/// the step was slower than with dz staged (README.md).
+constexpr int kDirectFloat4 = 1;
 
 /// What the device offers, as the plans need it (read from cudaDeviceProp).
 struct DeviceLimits {
@@ -169,19 +170,18 @@ struct ForwardPlan {
 /// the batch rows of group g: the columns of W_hh of its units (all 4H rows) stay in its shared
 /// memory; it reads all of dz_t for its rows.
 struct BackwardPlan {
-  int units_per_block = 0;  ///< J = ceil(H / (SMs / G)), at most kMaxUnitsPerBlock
-  int unit_quads = 0;       ///< ceil(J / 4): the units in float4 groups
-  int unit_blocks = 0;      ///< U = ceil(H / J)
-  int batch_groups = 0;     ///< G: blocks = U * G
-  int group_rows = 0;       ///< Bg: batch rows per block
-  int slices = 0;           ///< launches per layer: ceil(B / (G * Bg))
-  int k_slices = 0;         ///< S: warps that share one row quad's dot products
-  int lanes_rows = 0;       ///< batch rows of a warp's lanes: 1, 2 or 4
-  int stage_threads = 0;    ///< threads that stage one batch row of dz: 512 / pow2 >= Bg
-  int chunk_rows = 0;       ///< gate rows of dz per chunk (a multiple of 4; the last: fewer)
-  int chunks = 0;           ///< chunks of dz per step: ceil(4H / chunk_rows)
-  int direct_float4 =
-      0;  ///< float4 of dz a lane loads itself (1, 2, 4, 8; 0: staged): dz_direct_float4()
+  int units_per_block = 0;       ///< J = ceil(H / (SMs / G)), at most kMaxUnitsPerBlock
+  int unit_quads = 0;            ///< ceil(J / 4): the units in float4 groups
+  int unit_blocks = 0;           ///< U = ceil(H / J)
+  int batch_groups = 0;          ///< G: blocks = U * G
+  int group_rows = 0;            ///< Bg: batch rows per block
+  int slices = 0;                ///< launches per layer: ceil(B / (G * Bg))
+  int k_slices = 0;              ///< S: warps that share one row quad's dot products
+  int lanes_rows = 0;            ///< batch rows of a warp's lanes: 1, 2 or 4
+  int stage_threads = 0;         ///< threads that stage one batch row of dz: 512 / pow2 >= Bg
+  int chunk_rows = 0;            ///< gate rows of dz per chunk (a multiple of 4; the last: fewer)
+  int chunks = 0;                ///< chunks of dz per step: ceil(4H / chunk_rows)
+  int direct_float4 = 0;         ///< float4 of dz a lane loads itself (1; 0: staged)
   std::size_t shared_bytes = 0;  ///< dynamic shared memory per block
   double cost = 0;               ///< the planner's estimate of one layer, SM clocks
 
@@ -211,9 +211,9 @@ std::size_t backward_shared_bytes(int hidden, int units, int rows, int k_slices,
 int backward_lanes_rows(int rows);
 
 /// The float4 of dz each lane of the backward loads, polls and multiplies itself, with no staging
-/// in shared memory, rounded up to a power of two (the kernel's instantiation), where one chunk
-/// holds all 4H gate rows and a lane's share of a batch row, ceil(H / (lanes along k x k
-/// slices)) float4, is at most kDirectFloat4; else 0: dz is staged.
+/// in shared memory (the kernel's instantiation), where one chunk holds all 4H gate rows and a
+/// lane's share of a batch row, ceil(H / (lanes along k x k slices)) float4, is at most
+/// kDirectFloat4; else 0: dz is staged.
 int dz_direct_float4(const BackwardPlan& plan, int hidden);
 
 /// The backward kernel's k slices for blocks of `rows` batch rows: its warps over row quads.

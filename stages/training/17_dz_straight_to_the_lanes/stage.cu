@@ -67,20 +67,11 @@ namespace {
 // ---------------------------------------------------------------------------------------------
 
 constexpr int kPublishThreads = 256;  // threads per block of the forward's slot-0 kernel
-/// The backward kernel for `plan`: its lanes read 1, 2, 4 or 8 float4 of dz directly, or stage dz.
+/// The backward kernel for `plan`: its lanes read their float4 of dz directly, or stage dz.
 const void* backward_kernel_for(const BackwardPlan& plan) {
-  switch (plan.direct_float4) {
-    case 1:
-      return reinterpret_cast<const void*>(&backward_persistent<1>);
-    case 2:
-      return reinterpret_cast<const void*>(&backward_persistent<2>);
-    case 4:
-      return reinterpret_cast<const void*>(&backward_persistent<4>);
-    case 8:
-      return reinterpret_cast<const void*>(&backward_persistent<8>);
-    default:
-      return reinterpret_cast<const void*>(&backward_persistent<0>);
-  }
+  static_assert(kDirectFloat4 == 1, "one instantiation per direct share");
+  return plan.direct_float4 == 1 ? reinterpret_cast<const void*>(&backward_persistent<1>)
+                                 : reinterpret_cast<const void*>(&backward_persistent<0>);
 }
 
 template <int kKPerLane>
