@@ -377,10 +377,9 @@ MUTATIONS = [
      "return stash_s + ((t & 1) * pairs + p) * kStashFloats;", "return stash_s + p * kStashFloats;",
      "gpu"),
     # ---- training stage 17 (dz read straight from L2 into the lanes that multiply it)
-    ("gpu", "training stage 17 loads a lane's first float4 of dz for all of its share",
+    ("gpu", "training stage 17 gives every k slice the first slice's float4 of dz",
      "stages/training/17_dz_straight_to_the_lanes/backward_kernel.cuh",
-     "mine[r] = load_relaxed(row + first + r * stride);", "mine[r] = load_relaxed(row + first);",
-     "gpu"),
+     "const int first = lanes_k * k_slice + lane_k;", "const int first = lane_k;", "gpu"),
     ("gpu", "training stage 17 multiplies the direct dz by gate row 0's weights only",
      "stages/training/17_dz_straight_to_the_lanes/backward_kernel.cuh",
      "const float4 w = w_s[(4 * v + e) * H + i];", "const float4 w = w_s[(4 * v) * H + i];", "gpu"),
