@@ -43,7 +43,7 @@ struct BackwardArgs {
 /// The whole backward recurrence of one layer (one slice of the batch), t = T-1 down to 0.
 /// Grid: U x G blocks (block = u + U * g), kBackwardThreads threads, all resident (cooperative
 /// launch). Block (u, g) owns units u*J .. u*J + J - 1 for the Bg batch rows of group g.
-/// Where the plan says so (one chunk, a few float4 a lane), step (2) reads dz_{t+1} straight
+/// Where the plan says so (one chunk, one float4 a lane), step (2) reads dz_{t+1} straight
 /// from L2 into the lanes that multiply it, each value polled by its one reader, and the block
 /// neither stages it in shared memory nor waits at a barrier for it.
 /// A step t: (1) the cell's backward of step t waits only for dh_rec: its seven factors (what
@@ -155,8 +155,8 @@ __global__ void __launch_bounds__(kBackwardThreads, 1) backward_persistent(const
       }
     };
     float4 acc[kMaxUnitQuads] = {};
-    // One lane multiplies each float4 of dz, by all the block's units: where the lane's share
-    // fits in registers it loads and polls that share itself, and no other thread waits for it.
+    // One lane multiplies each float4 of dz, by all the block's units: where the plan says so the
+    // lane loads and polls its share itself, and no other thread waits for it.
     if (kDirect > 0 && warp < items && batch_row < rows) {
       const float4* row = reinterpret_cast<const float4*>(a.dz) + slot * state +
                           static_cast<std::size_t>(first_row + batch_row) * H;

@@ -1,10 +1,11 @@
 /*! \file
  *  \brief Training stage 17: training stage 16 with dz read straight from L2 into the lanes
- *         that multiply it, where one chunk holds it and a lane's share fits in registers.
+ *         that multiply it, where one chunk holds it and a lane's share is one float4.
  *
- * What this stage adds to training stage 16 (backward_kernel.cuh, the plan's direct_float4): each
- * float4 of dz is multiplied by one lane only, so that lane loads and polls it itself; no
- * staging in shared memory and no barrier for it. Stage 16's description, kept:
+ * What this stage adds to training stage 16 (backward_kernel.cuh, the plan's direct_float4, the
+ * kernel's instantiation chosen here): each float4 of dz is multiplied by one lane only, so that
+ * lane loads and polls it itself; no staging in shared memory and no barrier for it. Stage 16's
+ * description, kept:
  *
  * What this stage adds to training stage 11 (backward_kernel.cuh and the stash's shared memory
  * in plan.cpp; this file is unchanged): the stash of step t is copied two steps ahead and the
