@@ -938,10 +938,11 @@ TEST(Wavefront, TheCanonicalConfigFitsItsLayersInTwoLaunchesOfTwo) {
 }
 
 TEST(Wavefront, TheSplitIsChosenByItsEstimatedCost) {
-  // new_stages_first_runs.txt (H100, call 6): at the canonical config one launch per layer was
-  // the fastest (4.619 ms; two per launch 5.298); at H = 256, B = 64 one launch of four (1.617;
-  // one per launch 2.026). The estimate prefers stage 12's launches where the wavefront's
-  // blocks multiply much larger slices, and keeps the wavefront where the slices stay small.
+  // git show 74e41ca:results/h100-sxm/new_stages_first_runs.txt (H100, call 6): at the canonical
+  // config one launch per layer was the fastest (4.619 ms; two per launch 5.298); at H = 256, B =
+  // 64 one launch of four (1.617; one per launch 2.026). The estimate prefers stage 12's launches
+  // where the wavefront's blocks multiply much larger slices, and keeps the wavefront where the
+  // slices stay small.
   const NetworkPlan canonical = make_network_plan(network_of(512, 64, 4), h100());
   expect_consistent(canonical, network_of(512, 64, 4), h100());
   EXPECT_EQ(canonical.layers_per_launch(), 1) << canonical.describe();

@@ -216,9 +216,10 @@ TEST(Quantize, ReducedPrecisionBounds) {
   EXPECT_EQ(reduced_precision_tolerance(Precision::kFp32, "dx").max_absolute, fp32.max_absolute);
   // The outputs' (provisional) sit above the error measured through PyTorch's cuDNN path (FP16
   // 3.1e-4, BF16 2.5e-3), below ten times it. The gradients' are cuDNN's own largest error on this
-  // project's H100 (results/h100-sxm/gradient_errors.jsonl, cudnn_training_errors_tests.txt and
-  // gradient_errors_h1.txt), rounded up to two digits: at or above it, within the rounding (below
-  // 1.1 times it).
+  // project's H100 (results/h100-sxm/gradient_errors.jsonl, git show
+  // 74e41ca:results/h100-sxm/cudnn_training_errors_tests.txt and git show
+  // 74e41ca:results/h100-sxm/gradient_errors_h1.txt), rounded up to two digits: at or above it,
+  // within the rounding (below 1.1 times it).
   struct Case {
     Precision precision;
     const char* tensor;

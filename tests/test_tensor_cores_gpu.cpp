@@ -201,9 +201,10 @@ TEST(TensorCoresWavefront, TheCanonicalConfigFitsItsFourLayersInOneLaunch) {
 }
 
 TEST(TensorCoresWavefront, TheSplitIsChosenByItsEstimatedCost) {
-  // new_stages_first_runs.txt (H100, FP16, call 6): at the canonical config two launches of two
-  // layers were the fastest (1.454 ms; one launch of four 2.486, one launch per layer 1.627); at
-  // H = 256, B = 64 one launch of four (0.759; two per launch 0.826, one 1.131).
+  // git show 74e41ca:results/h100-sxm/new_stages_first_runs.txt (H100, FP16, call 6): at the
+  // canonical config two launches of two layers were the fastest (1.454 ms; one launch of
+  // four 2.486, one launch per layer 1.627); at H = 256, B = 64 one launch of four (0.759; two per
+  // launch 0.826, one 1.131).
   const auto layers_per_launch = [](int hidden, int batch) {
     const NetworkPlan network =
         make_network_plan(ProblemSize{hidden, hidden, batch, 100, 4}, h100_limits());

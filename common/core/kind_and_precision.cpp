@@ -52,13 +52,14 @@ bool is_gradient_tensor(const std::string& tensor) {
 // - The gradients' bounds (dx, dh0, dc0; grad_*): cuDNN's own largest error in that precision
 //   on the same rounded data, over its three algorithms, the thirteen shapes of
 //   scripts/gradient_errors.sh (results/h100-sxm/gradient_errors.jsonl, H100) and the training
-//   runs of cudnn_gpu_tests (other data: results/h100-sxm/cudnn_training_errors_tests.txt) and
-//   of the odd test shape H=1 I=3 B=2 T=4 L=2 over six seeds (gradient_errors_h1.txt), rounded
-//   up to two digits: a stage is held to no looser a bound than cuDNN's own error (issue 24).
-//   Relative norm / max-abs: FP16 dx, dh0, dc0 1.1e-3 / 5.8e-4 (dc0, dx), grad_* 4.2e-3
-//   (grad_weight_ih_l1 at H=1) / 2.3e-2 (grad_bias); BF16 1.1e-2 (dh0) / 4.2e-3 (dc0), 1.7e-2
-//   (grad_weight_hh_l1 at H=1) / 0.19 (grad_bias). NaN/Inf outputs of cuDNN are left out (its
-//   PERSIST_STATIC FP16 training at H=200 I=72 B=3 T=37 L=2 returns none of its gradients).
+//   runs of cudnn_gpu_tests (other data: git show
+//   74e41ca:results/h100-sxm/cudnn_training_errors_tests.txt) and of the odd test shape H=1 I=3 B=2
+//   T=4 L=2 over six seeds (git show 74e41ca:results/h100-sxm/gradient_errors_h1.txt), rounded up
+//   to two digits: a stage is held to no looser a bound than cuDNN's own error (issue 24). Relative
+//   norm / max-abs: FP16 dx, dh0, dc0 1.1e-3 / 5.8e-4 (dc0, dx), grad_* 4.2e-3 (grad_weight_ih_l1
+//   at H=1) / 2.3e-2 (grad_bias); BF16 1.1e-2 (dh0) / 4.2e-3 (dc0), 1.7e-2 (grad_weight_hh_l1 at
+//   H=1) / 0.19 (grad_bias). NaN/Inf outputs of cuDNN are left out (its PERSIST_STATIC FP16
+//   training at H=200 I=72 B=3 T=37 L=2 returns none of its gradients).
 Tolerance reduced_precision_tolerance(Precision precision, const std::string& tensor) {
   if (precision != Precision::kFp16 && precision != Precision::kBf16) {
     return default_tolerance(precision);
