@@ -414,6 +414,10 @@ MUTATIONS = [
     ("gpu", "multi-GPU stage 00's forward scatters c0's rows as h0",
      "stages/multigpu/00_data_parallel/stage.cu", "scatter(t.h0, const_cast<float*>(r.tensors.h0)",
      "scatter(t.c0, const_cast<float*>(r.tensors.h0)", "gpu"),
+    # caught only where the tests run at G > 1 (at G = 1 the sum over the GPUs is the identity)
+    ("gpu", "multi-GPU stage 00 leaves W_hh's gradient out of the sum over the GPUs",
+     "stages/multigpu/00_data_parallel/stage.cu",
+     "      sum(d.grad_w_hh[layer], four_h * d.size.hidden, *r);\n", "", "gpu"),
     ("cpu", "multi-GPU stage 00 gives one row too few of an uneven batch to the GPUs",
      "stages/multigpu/00_data_parallel/split.cpp", "rows + (g < longer ? 1 : 0)",
      "rows + (g < longer - 1 ? 1 : 0)", "cpu"),
