@@ -584,6 +584,7 @@ def figure_scaling(res):  # speedup over one GPU against G, beside the ideal lin
                     marker="o", label=f"{'global' if kind == 'strong' else 'per GPU'} B = {batch}")
             top = max(top, gpus[-1])
         ax.plot([1, top], [1, top], "k--", linewidth=1, label="ideal")
+        ax.set_xticks(sorted({g for (k, _), by_gpus in points.items() if k == kind for g in by_gpus}))
         ax.set(xlabel="GPUs G", title=f"{kind} scaling", ylabel="speedup over one GPU" + (
             " (throughput)" if kind == "weak" else ""))
         ax.grid(alpha=0.3)
@@ -593,6 +594,10 @@ def figure_scaling(res):  # speedup over one GPU against G, beside the ideal lin
     return fig
 
 OPTIONAL_FIGURES = {"scaling.png": figure_scaling}  # drawn where their file is, else said
+
+@dataclass
+class Optional:  # what an optional figure reads of a results folder that has no bench.json
+    folder: Path
 
 # --- Tables and paragraphs (README.md, stages/*/*/README.md, the notebook) -------------------
 
@@ -788,6 +793,16 @@ def main(argv=None):
                 print(f"plots: wrote {rel(out / name)}")
             except MissingData as why:
                 print(f"plots: {rel(out / name)} not drawn: {why}")
+    for folder in sorted(results.iterdir()):  # a folder of optional files only (a multi-GPU host)
+        if folder.is_dir() and folder not in loaded and (folder / "scaling.jsonl").is_file():
+            out = Path(args.out) / folder.name if args.out else folder / "plots"
+            out.mkdir(parents=True, exist_ok=True)
+            for name, figure in OPTIONAL_FIGURES.items():
+                try:
+                    figure(Optional(folder)).savefig(out / name, dpi=DPI, metadata={"Software": None})
+                    print(f"plots: wrote {rel(out / name)}")
+                except MissingData as why:
+                    print(f"plots: {rel(out / name)} not drawn: {why}")
     for path, marker in replace_sections(sections):
         print(f"plots: rewrote {rel(path)} ({marker})")
     return 0

@@ -322,6 +322,12 @@ class Figures(Case):
         result = run_script("--results", folder.parent, "--out", self.tmp / "out", "--no-readmes")
         self.assertIn("scaling.png", result.stdout)
         self.assertTrue((self.tmp / "out" / folder.name / "scaling.png").is_file())
+        host = folder.parent / "multi-gpu-host"  # scaling.jsonl alone, no bench.json
+        host.mkdir()
+        (host / "scaling.jsonl").write_text((folder / "scaling.jsonl").read_text())
+        result = run_script("--results", folder.parent, "--out", self.tmp / "out", "--no-readmes")
+        self.assertEqual(result.returncode, 0, result.stderr)
+        self.assertTrue((self.tmp / "out" / "multi-gpu-host" / "scaling.png").is_file())
 
     def test_the_fixture_is_what_its_generator_writes(self):
         subprocess.run([sys.executable, str(HERE / "testdata" / "make_synthetic.py"), self.tmp],
