@@ -386,6 +386,15 @@ MUTATIONS = [
     ("gpu", "training stage 17 multiplies dz it loaded without waiting for it to be published",
      "stages/training/17_dz_straight_to_the_lanes/backward_kernel.cuh",
      "      wait_published(mine, row, H, first, stride);\n", "", "gpu"),
+    # ---- training stage 18 (the four products after the recurrence side by side)
+    ("gpu", "training stage 18 starts the weight gradients without waiting for dz",
+     "stages/training/18_tail_side_by_side/stage.cu",
+     "      for (cudaStream_t side : weights_streams_)\n        CUDA_CHECK(cudaStreamWaitEvent(side, dz_ready_));\n",
+     "", "gpu"),
+    ("gpu", "training stage 18 never joins the bias gradient's stream",
+     "stages/training/18_tail_side_by_side/stage.cu",
+     "for (int i = 1; i < kTailStreams; ++i) {", "for (int i = 1; i < kTailStreams - 1; ++i) {",
+     "gpu"),
     # ---- training stage 09 (the small-batch backward keeps W_hh's columns in registers)
     ("gpu", "training stage 09 loads the four gate rows of a row quad's weights from its first row",
      "stages/training/09_backward_registers/backward_registers.cuh",
