@@ -355,14 +355,17 @@ class PersistentTraining final : public TrainingStage {
       }
 
       // After the recurrence, over all T*B columns at once, four products that need dz and nothing
-      // of each other: they start together, each on a stream of its own, on the SMs the others
-      // leave free (and beside the next layer's recurrence).
-      CUDA_CHECK(cudaEventRecord(dz_ready_, stream));
-      for (cudaStream_t side : weights_streams_)
-        CUDA_CHECK(cudaStreamWaitEvent(side, dz_ready_));
+      // of each other, each on a stream of its own, on the SMs the others leave free. Layer 0's
+      // start together; above it, d(input) is what the layer below waits for, so it goes first
+      // and the weight gradients start after it, beside the next layer's recurrence.
+      const bool last_layer = l == 0;  // nothing waits for its d(input) but the pass's end
+      if (last_layer) CUDA_CHECK(cudaEventRecord(dz_ready_, stream));
       // d(input) = W_ih^T · dz: (I x 4H)(4H x T*B), on `stream`: the layer below needs it.
       CUBLAS_CHECK(cublasSgemm(cublas_, CUBLAS_OP_N, CUBLAS_OP_N, input_size, columns, four_h, &one,
                                t.w_ih[l], input_size, dz, four_h, &zero, d_input, input_size));
+      if (!last_layer) CUDA_CHECK(cudaEventRecord(dz_ready_, stream));
+      for (cudaStream_t side : weights_streams_)
+        CUDA_CHECK(cudaStreamWaitEvent(side, dz_ready_));
       // dW_ih = dz · input^T, dW_hh = dz · h_{t-1}^T: row-major (4H x K) results are column-major
       // (K x 4H) = input (K x T*B) · dz^T (T*B x 4H). Written (beta = 0), summed over all steps.
       CUBLAS_CHECK(cublasSgemm(weights_cublas_[0], CUBLAS_OP_N, CUBLAS_OP_T, input_size, four_h,
