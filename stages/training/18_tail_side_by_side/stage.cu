@@ -355,10 +355,12 @@ class PersistentTraining final : public TrainingStage {
       }
 
       // After the recurrence, over all T*B columns at once, four products that need dz and nothing
-      // of each other, each on a stream of its own, on the SMs the others leave free. Layer 0's
-      // start together; above it, d(input) is what the layer below waits for, so it goes first
-      // and the weight gradients start after it, beside the next layer's recurrence.
+      // of each other. At layer 0, where nothing else runs, they start together, each on a stream
+      // of its own, on the SMs the others leave free. Above it, as in stage 17: d(input) first (the
+      // layer below waits for it), then the weight gradients one after another on one stream,
+      // beside the next layer's recurrence (side by side there they took it more SMs: slower).
       const bool last_layer = l == 0;  // nothing waits for its d(input) but the pass's end
+      const int w_hh_stream = last_layer ? 1 : 0, bias_stream = last_layer ? 2 : 0;  // else dW_ih's
       if (last_layer) CUDA_CHECK(cudaEventRecord(dz_ready_, stream));
       // d(input) = W_ih^T · dz: (I x 4H)(4H x T*B), on `stream`: the layer below needs it.
       CUBLAS_CHECK(cublasSgemm(cublas_, CUBLAS_OP_N, CUBLAS_OP_N, input_size, columns, four_h, &one,
@@ -371,14 +373,15 @@ class PersistentTraining final : public TrainingStage {
       CUBLAS_CHECK(cublasSgemm(weights_cublas_[0], CUBLAS_OP_N, CUBLAS_OP_T, input_size, four_h,
                                columns, &one, input_sequence, input_size, dz, four_h, &zero,
                                t.grad_w_ih[l], input_size));
-      CUBLAS_CHECK(cublasSgemm(weights_cublas_[1], CUBLAS_OP_N, CUBLAS_OP_T, H, four_h, columns,
-                               &one, kept.hidden.data(), H, dz, four_h, &zero, t.grad_w_hh[l], H));
+      CUBLAS_CHECK(cublasSgemm(weights_cublas_[w_hh_stream], CUBLAS_OP_N, CUBLAS_OP_T, H, four_h,
+                               columns, &one, kept.hidden.data(), H, dz, four_h, &zero,
+                               t.grad_w_hh[l], H));
       // db = dz · 1: the sum of every column of dz. Both bias vectors enter the gates the same
       // way: their gradients are equal.
-      CUBLAS_CHECK(cublasSgemv(weights_cublas_[2], CUBLAS_OP_N, four_h, columns, &one, dz, four_h,
-                               ones_.data(), 1, &zero, t.grad_b_ih[l], 1));
+      CUBLAS_CHECK(cublasSgemv(weights_cublas_[bias_stream], CUBLAS_OP_N, four_h, columns, &one, dz,
+                               four_h, ones_.data(), 1, &zero, t.grad_b_ih[l], 1));
       CUDA_CHECK(cudaMemcpyAsync(t.grad_b_hh[l], t.grad_b_ih[l], four_h * sizeof(float),
-                                 cudaMemcpyDeviceToDevice, weights_streams_[2]));
+                                 cudaMemcpyDeviceToDevice, weights_streams_[bias_stream]));
       for (int i = 1; i < kTailStreams; ++i) {  // streams 1 and 2 join stream 0
         CUDA_CHECK(cudaEventRecord(tail_done_[i], weights_streams_[i]));
         CUDA_CHECK(cudaStreamWaitEvent(weights_streams_[0], tail_done_[i]));
