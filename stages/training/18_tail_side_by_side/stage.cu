@@ -1,10 +1,11 @@
 /*! \file
- *  \brief Training stage 18: training stage 17 with a layer's four products after the
+ *  \brief Training stage 18: training stage 17 with layer 0's four products after the
  *         recurrence (dx, dW_ih, dW_hh, db) started together, each on a stream of its own.
  *
- * What this stage adds to training stage 17 (this file only): the weight gradients no longer
- * wait for the input gradient, nor for each other; README.md gives the prediction and the
- * measurement. Stage 17's description, kept:
+ * What this stage adds to training stage 17 (this file only): at layer 0, the last the backward
+ * reaches, the weight gradients no longer wait for the input gradient, nor for each other;
+ * README.md gives the prediction, the measurement and why the layers above keep stage 17's
+ * order. Stage 17's description, kept:
  *
  * What this stage adds to training stage 16 (backward_kernel.cuh, the plan's direct_float4, the
  * kernel's instantiation chosen here): each float4 of dz is multiplied by one lane only, so that
