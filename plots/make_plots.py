@@ -596,7 +596,7 @@ def figure_scaling(res):  # speedup over one GPU against G, beside the ideal lin
 OPTIONAL_FIGURES = {"scaling.png": figure_scaling}  # drawn where their file is, else said
 
 @dataclass
-class Optional:  # what an optional figure reads of a results folder that has no bench.json
+class FolderOnly:  # what an optional figure reads of a results folder that has no bench.json
     folder: Path
 
 # --- Tables and paragraphs (README.md, stages/*/*/README.md, the notebook) -------------------
@@ -784,25 +784,21 @@ def main(argv=None):
     except InputError as error:
         print(f"make_plots: error: {error}", file=sys.stderr)
         return 1
-    for folder, res in loaded.items():
+    # Every figure where bench.json is; the optional ones alone where only their file is (the
+    # results of a multi-GPU host, say).
+    only_optional = {folder: FolderOnly(folder) for folder in sorted(results.iterdir())
+                     if folder.is_dir() and folder not in loaded
+                     and (folder / "scaling.jsonl").is_file()}
+    for folder, res in {**loaded, **only_optional}.items():
         out = Path(args.out) / folder.name if args.out else folder / "plots"
         out.mkdir(parents=True, exist_ok=True)
-        for name, figure in {**FIGURES, **OPTIONAL_FIGURES}.items():
+        figures = OPTIONAL_FIGURES if folder in only_optional else {**FIGURES, **OPTIONAL_FIGURES}
+        for name, figure in figures.items():
             try:
                 figure(res).savefig(out / name, dpi=DPI, metadata={"Software": None})
                 print(f"plots: wrote {rel(out / name)}")
             except MissingData as why:
                 print(f"plots: {rel(out / name)} not drawn: {why}")
-    for folder in sorted(results.iterdir()):  # a folder of optional files only (a multi-GPU host)
-        if folder.is_dir() and folder not in loaded and (folder / "scaling.jsonl").is_file():
-            out = Path(args.out) / folder.name if args.out else folder / "plots"
-            out.mkdir(parents=True, exist_ok=True)
-            for name, figure in OPTIONAL_FIGURES.items():
-                try:
-                    figure(Optional(folder)).savefig(out / name, dpi=DPI, metadata={"Software": None})
-                    print(f"plots: wrote {rel(out / name)}")
-                except MissingData as why:
-                    print(f"plots: {rel(out / name)} not drawn: {why}")
     for path, marker in replace_sections(sections):
         print(f"plots: rewrote {rel(path)} ({marker})")
     return 0
