@@ -386,7 +386,7 @@ MUTATIONS = [
     ("gpu", "training stage 17 multiplies dz it loaded without waiting for it to be published",
      "stages/training/17_dz_straight_to_the_lanes/backward_kernel.cuh",
      "      wait_published(mine, row, H, first, stride);\n", "", "gpu"),
-    # ---- training stage 18 (the four products after the recurrence side by side)
+    # ---- training stage 18 (layer 0's four products after the recurrence side by side)
     ("gpu", "training stage 18 starts the weight gradients without waiting for dz",
      "stages/training/18_tail_side_by_side/stage.cu",
      "      for (cudaStream_t side : weights_streams_)\n        CUDA_CHECK(cudaStreamWaitEvent(side, dz_ready_));\n",
