@@ -486,7 +486,10 @@ def run(command, log):
 
 
 def selected(args):
-    return [m for m in MUTATIONS if args.which in ("all", m[0]) and args.only in m[1]]
+    """The mutations of `which` whose label contains --only, not followed by a digit: 'training
+    stage 1' selects stage 1's, not those of stages 10-19."""
+    only = re.compile(re.escape(args.only) + (r"(?![0-9])" if args.only[-1:].isdigit() else ""))
+    return [m for m in MUTATIONS if args.which in ("all", m[0]) and only.search(m[1])]
 
 
 def check_texts(args):
@@ -514,7 +517,9 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("which", choices=["cpu", "gpu", "all"])
     parser.add_argument("--build", default=os.environ.get("BUILD_DIR", "build"))
-    parser.add_argument("--only", default="", help="run only mutations whose label contains TEXT")
+    parser.add_argument("--only", default="",
+                        help="run only mutations whose label contains TEXT ('stage 1' is not "
+                             "'stage 10': a digit may not follow a TEXT that ends in one)")
     parser.add_argument("--test-timeout", type=int, default=300,
                         help="seconds before CTest stops one test (it then counts as failed)")
     parser.add_argument("--texts-only", action="store_true",
@@ -530,8 +535,12 @@ def main():
     ok = True
     # Each outcome is printed as soon as it is known, so that a run stopped by a time limit still
     # says what it found before it stopped.
-    print(f"mutation check ({args.which}{', only ' + repr(args.only) if args.only else ''}):",
-          flush=True)
+    mutations = selected(args)
+    if not mutations:
+        print(f"mutation check: no {args.which} mutation's label contains {args.only!r}")
+        return 2
+    print(f"mutation check ({args.which}{', only ' + repr(args.only) if args.only else ''}; "
+          f"{len(mutations)} selected):", flush=True)
 
     started = [time.monotonic()]  # when the current mutation was applied
 
@@ -541,9 +550,7 @@ def main():
             print(f"  {line} ({time.monotonic() - started[0]:.0f} s)", flush=True)
 
     results = Outcomes()
-    for kind, label, file, text, replacement, test_label, *tests in MUTATIONS:
-        if args.which not in ("all", kind) or args.only not in label:
-            continue
+    for kind, label, file, text, replacement, test_label, *tests in mutations:
         started[0] = time.monotonic()
         path = ROOT / file
         original = path.read_text()
