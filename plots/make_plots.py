@@ -56,7 +56,7 @@ class Run:
     precision: str  # 'fp32', 'fp16', ...
     source: Path
     reps: list = field(default_factory=list)  # a dict of counters each (one for PyTorch)
-    error: str = ""  # why the bench skipped it: 'unsupported: ...'
+    error: str = ""  # why the bench skipped it: 'unsupported: ...' (refused), else a failure
 
     def med(self, key):
         """The median of a counter over the repetitions (None where absent)."""
@@ -66,6 +66,9 @@ class Run:
     def span(self, key):  # (median, min, max) of a counter over the repetitions; 0s if refused
         values = [rep[key] for rep in self.reps]
         return (0, 0, 0) if self.error else (self.med(key), min(values), max(values))
+    # What a skipped run is called: refused by the implementation, or run and failed (its check).
+    outcome = property(lambda self: "unsupported" if self.error.startswith("unsupported")
+                       else "failed")
     ms = property(lambda self: self.med("median_ms"))
     us = property(lambda self: self.med("us_per_step_layer"))
     H = property(lambda self: self.shape[0])
@@ -314,7 +317,8 @@ def sweep_stages(runs, last=SWEEP_LAST, earlier=True):
 
 def refusals(panels):
     """What the bench refused, a sentence per place and reason: 'Not supported at H=2048 (why):
-    forward 09-16, cuDNN persist_static.', naming precisions where not all of them are refused."""
+    forward 09-16, cuDNN persist_static.', naming precisions where not all of them are refused;
+    'Failed at ...' for what ran and failed."""
     said, every = {}, {r.precision for p in panels for r in p[1]}
     for name, panel, x, xlabel in panels:
         bad = {}  # an implementation (a stage's FP16 and BF16 twins as one) -> its refused runs
@@ -324,11 +328,13 @@ def refusals(panels):
             where = f"{xlabel[-1]}={', '.join(f'{v:g}' for v in sorted({x(r) for r in runs}))}"
             why, ps = runs[0].error.removeprefix("unsupported: ").split(": ")[0], {
                 r.precision for r in runs}
-            said.setdefault((", ".join(filter(None, (name, where))), why), []).append(
+            said.setdefault((runs[0].outcome, ", ".join(filter(None, (name, where))), why),
+                            []).append(
                 impl if is_stage(impl) or ps == every else
                 f"{impl} in {', '.join(p.upper() for p in RANK if p in ps)}")
-    return " ".join(f"Not supported at {where} ({why}): {spans(names)}."
-                    for (where, why), names in said.items())
+    verb = {"unsupported": "Not supported", "failed": "Failed"}
+    return " ".join(f"{verb[outcome]} at {where} ({why}): {spans(names)}."
+                    for (outcome, where, why), names in said.items())
 
 def spans(names):  # [forward/09_a, forward/10_b, forward/11_c, cuDNN x]: 'forward 09-11, cuDNN x'
     n = sorted({stage_number(s) for s in names if is_stage(s)})
@@ -607,7 +613,7 @@ def markdown(header, body, footer):
                      + [f"| {' | '.join(row)} |" for row in body] + ["", footer])
 
 def cell(run, value, name_algorithm=False):
-    text = "–" if run is None else "unsupported" if run.error else value(run)
+    text = "–" if run is None else run.outcome if run.error else value(run)
     return text + (f" ({algorithm(run.impl)})" if name_algorithm and run else "")
 
 def canonical_table(res, kind):
@@ -623,7 +629,7 @@ def canonical_table(res, kind):
         best, before = cudnn_best(runs, r), previous(runs, r) if is_stage(r.impl) else None
         name = (r.impl if is_stage(r.impl) else display(r.impl)) + " **(fastest cuDNN)**" * (
             best is r)
-        body.append([name, r.precision.upper(), "unsupported"] + ["–"] * (len(header) - 3)
+        body.append([name, r.precision.upper(), r.outcome] + ["–"] * (len(header) - 3)
                     if r.error else [name, r.precision.upper(), f"{r.ms:.3f}"]
                     + [f"{r.med(k):.3f}" if r.med(k) is not None else "–" for k in phases]
                     + [f"{r.med('tflops'):.2f}", ratio(base.ms, r.ms),

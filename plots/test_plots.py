@@ -388,6 +388,14 @@ class Sweeps(Case):
                          "chip): forward 07-16. Not supported at H=2048 (cuDNN 9 refuses it): "
                          "cuDNN persist_static, cuDNN standard in FP16.")
         self.assertEqual(mp.refusals([("", runs[-1:], lambda r: r.H, "hidden size H")]), "")
+        # A run that the bench ran and whose check failed is not called unsupported.
+        failed = run("training/15_s", "fp16", 0, 512, "the pass left NaN/Inf or unwritten elements "
+                     "in y")
+        self.assertEqual(mp.refusals([("", [failed], lambda r: r.H, "hidden size H")]),
+                         "Failed at H=512 (the pass left NaN/Inf or unwritten elements in y): "
+                         "training 15.")
+        self.assertEqual(mp.cell(failed, str), "failed")
+        self.assertEqual(mp.cell(runs[0], str), "unsupported")
 
     def test_the_synthetic_figures_name_what_was_refused_under_them(self):
         for figure, note in ((mp.figure_hidden_sweep, "Not supported at H=1024 (H > 512): "
