@@ -1,0 +1,647 @@
+/*! \file
+ *  \brief Training stage 20: training stage 18 in FP16 or BF16, its GEMMs on tensor cores (16-bit
+ *         operands, FP32 sums), its persistent recurrences still FP32 on the CUDA cores.
+ *
+ * What this stage adds to training stage 18 (this file only): every input arrives rounded to the
+ * precision (as for every 16-bit stage); the GEMMs of the pass (the forward's input product where
+ * the kernel does not compute it, dx, dW_ih and dW_hh) read 16-bit copies of their operands,
+ * rounded on the GPU, and sum in FP32 on tensor cores, as training stage 15 did for stage 05.
+ * README.md says why the recurrences stay as they are. Stage 18's description, kept:
+ *
+ * Training stage 18: training stage 17 with layer 0's four products after the recurrence (dx,
+ * dW_ih, dW_hh, db) started together, each on a stream of its own.
+ *
+ * What this stage adds to training stage 17 (this file only): at layer 0, the last the backward
+ * reaches, the weight gradients no longer wait for the input gradient, nor for each other;
+ * README.md gives the prediction, the measurement and why the layers above keep stage 17's
+ * order. Stage 17's description, kept:
+ *
+ * What this stage adds to training stage 16 (backward_kernel.cuh, the plan's direct_float4, the
+ * kernel's instantiation chosen here): each float4 of dz is multiplied by one lane only, so that
+ * lane loads and polls it itself; no staging in shared memory and no barrier for it. Stage 16's
+ * description, kept:
+ *
+ * What this stage adds to training stage 11 (backward_kernel.cuh and the stash's shared memory
+ * in plan.cpp; this file is unchanged): the stash of step t is copied two steps ahead and the
+ * cell's seven factors are computed from it one step ahead, after dz_{t+1} is published; once
+ * dh_rec is summed, a step has a sum and five products left to publish dz_t. Stage 11's
+ * description, kept:
+ *
+ * What this stage adds to training stage 07: after a layer's backward recurrence, only the input
+ * gradient W_ihᵀ · dz is needed by the layer below; the weight and bias gradients (two GEMMs and
+ * a GEMV over all T*B columns) go to a second stream and run on the SMs the next recurrence's
+ * blocks leave free. Two dz buffers, alternating by layer, let them read a layer's dz while the
+ * next layer writes its own; two events order the streams. Stage 07's description, kept:
+ *
+ * What this stage adds to training stage 06: backward_kernel.cuh stages dz (forward stage 10's
+ * chunks, applied to the backward), its product reads dz from shared memory with every lane at
+ * work for one or two batch rows per block, and plan.cpp sizes the chunks. Training stage 06's
+ * parts, all kept:
+ *   1. kernel_registers.cuh and kernel.cuh: forward stage 12's two persistent kernels
+ *      (W_hh in registers for B <= 8, in shared memory otherwise; its planner chooses), which
+ *      also keep the activated gates, c and h of every step in the stash the backward reads.
+ *   2. backward_kernel.cuh: the backward recurrence of a layer, all T steps in one cooperative
+ *      launch. Block (u, g) holds the 4H x J weights W_hh[:, its units] in shared memory, does
+ *      the cell's backward of its units and publishes their dz_t into a per-step slot filled
+ *      with the sentinel; every block of the group reads all of dz_t for its rows, polling each
+ *      value it reads, and computes dh_rec = W_hhᵀ · dz_t for its units. dz stays in global
+ *      memory for the weight gradients.
+ *   3. After each layer's backward, as in stages 01-05: the input gradient W_ihᵀ · dz and the
+ *      weight gradients of all steps as single cuBLAS GEMMs. The layers run one after another
+ *      (no wavefront yet).
+ *   4. plan.h/plan.cpp: what fits on chip and how the blocks are spread, from the device's limits;
+ *      a shape that does not fit is refused with the reason and the largest H that fits.
+ *
+ * The lesson, the mapping, the costs, the prediction and the measurement: README.md beside this
+ * file. Host code here; the kernels in kernel_registers.cuh, kernel.cuh and
+ * backward_kernel.cuh.
+ */
+#include <cublas_v2.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <CLI/CLI.hpp>
+
+#include <algorithm>
+#include <cstdint>
+#include <iostream>
+#include <memory>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "backward_kernel.cuh"
+#include "harness/cuda_utils.h"
+#include "harness/stage.h"
+#include "kernel.cuh"
+#include "kernel_registers.cuh"
+#include "plan.h"
+#include "primitives.cuh"
+
+namespace lstm::LSTM_STAGE_NAMESPACE {  // stage_<series>_<NN_slug>, named by the build
+namespace {
+
+// ---------------------------------------------------------------------------------------------
+// The kernels, and whether all their blocks can be resident at once
+// ---------------------------------------------------------------------------------------------
+
+constexpr int kPublishThreads = 256;  // threads per block of the forward's slot-0 kernel
+/// The backward kernel for `plan`: its lanes read their float4 of dz directly, or stage dz.
+const void* backward_kernel_for(const BackwardPlan& plan) {
+  static_assert(kDirectFloat4 == 1, "one instantiation per direct share");
+  return plan.direct_float4 == 1 ? reinterpret_cast<const void*>(&backward_persistent<1>)
+                                 : reinterpret_cast<const void*>(&backward_persistent<0>);
+}
+
+template <int kKPerLane>
+const void* register_kernel_for(int tile_batch) {
+  switch (tile_batch) {
+    case 1:
+      return reinterpret_cast<const void*>(&persistent_lstm_registers<kKPerLane, 1>);
+    case 2:
+      return reinterpret_cast<const void*>(&persistent_lstm_registers<kKPerLane, 2>);
+    case 4:
+      return reinterpret_cast<const void*>(&persistent_lstm_registers<kKPerLane, 4>);
+    default:
+      return reinterpret_cast<const void*>(&persistent_lstm_registers<kKPerLane, 8>);
+  }
+}
+
+/// The forward kernel that runs `plan` (forward stage 12's choice).
+const void* forward_kernel_for(const ForwardPlan& plan) {
+  if (plan.weights_in_registers) {
+    return plan.k_per_lane == 8 ? register_kernel_for<8>(plan.tile_batch)
+                                : register_kernel_for<32>(plan.tile_batch);
+  }
+  switch (plan.tile_batch) {
+    case 16:
+      return reinterpret_cast<const void*>(&persistent_lstm_kernel<16>);
+    case 8:
+      return reinterpret_cast<const void*>(&persistent_lstm_kernel<8>);
+    default:
+      return reinterpret_cast<const void*>(&persistent_lstm_kernel<4>);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The 16-bit copies of the GEMMs' operands
+// ---------------------------------------------------------------------------------------------
+
+constexpr int kRoundThreads = 256;  // threads per block of the rounding kernel
+
+/// `value` rounded to nearest (ties to even) in Element, __half or __nv_bfloat16.
+template <typename Element>
+__device__ Element to_16_bits(float value) {
+  if constexpr (std::is_same_v<Element, __half>)
+    return __float2half_rn(value);
+  else
+    return __float2bfloat16_rn(value);
+}
+
+/// out[i] = in[i] in 16 bits for i < n (grid-stride): a GEMM operand.
+template <typename Element>
+__global__ void round_kernel(const float* in, Element* out, std::size_t n) {
+  const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
+  for (std::size_t i = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += stride)
+    out[i] = to_16_bits<Element>(in[i]);
+}
+
+/// "" if `blocks` blocks of `kernel` (`threads` threads, `shared` bytes) can all be resident at
+/// once on `sm_count` SMs, which a block that waits for another's values needs; else why not.
+std::string check_co_resident(const void* kernel, const char* name, int threads, std::size_t shared,
+                              int blocks, int sm_count) {
+  int per_sm = 0;
+  cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                       static_cast<int>(shared));
+  cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, shared);
+  cudaGetLastError();  // an error here shows as per_sm == 0
+  if (per_sm * sm_count >= blocks) return {};
+  std::ostringstream why;
+  why << "the " << name << " kernel's " << blocks << " blocks of " << threads << " threads and "
+      << shared / 1024 << " KiB cannot all be resident at once (" << per_sm << " per SM x "
+      << sm_count << " SMs)";
+  return why.str();
+}
+
+// ---------------------------------------------------------------------------------------------
+// The stage: limits, preparation, the forward and the backward pass
+// ---------------------------------------------------------------------------------------------
+
+class PersistentTraining final : public TrainingStage {
+ public:
+  explicit PersistentTraining(std::string precision_name)
+      : precision_name_(std::move(precision_name)) {}
+  ~PersistentTraining() override {
+    if (operands_stream_) cudaStreamDestroy(operands_stream_);
+    for (cudaEvent_t event : {backward_start_, operands_ready_})
+      if (event) cudaEventDestroy(event);
+    if (cublas_) cublasDestroy(cublas_);
+    for (int i = 0; i < kTailStreams; ++i) {
+      if (weights_cublas_[i]) cublasDestroy(weights_cublas_[i]);
+      if (weights_streams_[i]) cudaStreamDestroy(weights_streams_[i]);
+      if (tail_done_[i]) cudaEventDestroy(tail_done_[i]);
+    }
+    for (cudaEvent_t event : {dz_ready_, dz_free_[0], dz_free_[1]})
+      if (event) cudaEventDestroy(event);
+  }
+
+  Precision precision() const override {
+    return precision_name_ == "bf16" ? Precision::kBf16 : Precision::kFp16;
+  }
+
+  /// The project's bounds for the precision (core/kind_and_precision.h).
+  Tolerance tolerance(const std::string& tensor) const override {
+    return reduced_precision_tolerance(precision(), tensor);
+  }
+
+  void add_flags(CLI::App& app) override {
+    add_stage_flags(app, flags_);
+    app.add_option("--precision", precision_name_,
+                   "the 16-bit type of every GEMM's operands (FP32 sums); every input is rounded "
+                   "to it on the host first, and the reference reads the rounded values")
+        ->check(CLI::IsMember({"fp16", "bf16"}));
+  }
+
+  std::string unsupported_reason(const ProblemSize& s,
+                                 const cudaDeviceProp& device) const override {
+    const DeviceLimits limits = device_limits(device);
+    const Plan& plan = plan_for(s, limits);
+    if (!plan.fits) {
+      std::ostringstream why;
+      why << "the recurrent weights do not fit on chip: " << plan.why << " (" << device.name << ", "
+          << limits.sm_count << " SMs, " << limits.shared_bytes / 1024
+          << " KiB of shared memory per block); the largest H that fits at B = " << s.batch
+          << " is " << largest_hidden_that_fits(s, limits);
+      return why.str();
+    }
+    if (!device.cooperativeLaunch) return "the device does not support cooperative launches";
+    std::string why =
+        check_co_resident(forward_kernel_for(plan.forward), "forward", plan.forward.threads,
+                          plan.forward.shared_bytes, plan.forward.blocks(), limits.sm_count);
+    if (why.empty())
+      why = check_co_resident(backward_kernel_for(plan.backward), "backward", kBackwardThreads,
+                              plan.backward.shared_bytes, plan.backward.blocks(), limits.sm_count);
+    return why;
+  }
+
+  std::size_t workspace_bytes(const ProblemSize& s) const override {
+    const std::size_t state = static_cast<std::size_t>(s.batch) * s.hidden;
+    const std::size_t sequence = static_cast<std::size_t>(s.seq_len) * state;
+    // Per layer the stash: gates (T, B, 4H), c and h (T + 1, B, H each). The forward's exchange
+    // buffer (T + 1 slots of one slice's G x H x Bp). One dz (T, B, 4H), one gradient of an
+    // intermediate layer's output (T, B, H), the ones of the bias gradient.
+    const std::size_t stash = s.layers * ((kGates + 2) * sequence + 2 * state);
+    const Plan& plan = plan_for(s, current_device_limits());
+    const std::size_t exchange = plan.fits ? exchange_floats(s, plan.forward) : 0;
+    const std::size_t floats = stash + exchange + (s.layers > 1 ? 2 : 1) * kGates * sequence +
+                               (s.layers > 1 ? sequence : 0) +
+                               static_cast<std::size_t>(s.seq_len) * s.batch;
+    // The 16-bit copies: x, W_ih and h (T + 1 slots) of every layer, each dz.
+    std::size_t halves = static_cast<std::size_t>(s.seq_len) * s.batch * s.input_size +
+                         (s.layers > 1 ? 2 : 1) * kGates * sequence;
+    for (int l = 0; l < s.layers; ++l)
+      halves +=
+          static_cast<std::size_t>(kGates) * s.hidden * s.layer_input_size(l) + sequence + state;
+    return floats * sizeof(float) + halves * sizeof(std::uint16_t);
+  }
+
+  void prepare(const DeviceTensors& t) override {
+    const ProblemSize& s = t.size;
+    const std::size_t state = static_cast<std::size_t>(s.batch) * s.hidden;
+    const std::size_t T = s.seq_len;
+    int device = 0;
+    CUDA_CHECK(cudaGetDevice(&device));
+    cudaDeviceProp prop{};
+    CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
+    // The refusal the harness gets from unsupported_reason(): what does not fit and what would.
+    if (std::string why = unsupported_reason(s, prop); !why.empty()) throw UnsupportedError(why);
+    if (flags_.verbose)
+      std::cerr << "training/20_persistent_with_16_bit_gemms plan: " << plan_.describe() << "\n";
+    CUDA_CHECK(cudaFuncSetAttribute(forward_kernel_for(plan_.forward),
+                                    cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    static_cast<int>(plan_.forward.shared_bytes)));
+    CUDA_CHECK(cudaFuncSetAttribute(backward_kernel_for(plan_.backward),
+                                    cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    static_cast<int>(plan_.backward.shared_bytes)));
+    CUBLAS_CHECK(cublasCreate(&cublas_));
+    CUBLAS_CHECK(cublasSetMathMode(cublas_, CUBLAS_DEFAULT_MATH));  // FP32 FMA, never TF32
+    // The weight and bias gradients' own streams, a handle each (a handle's workspace serves one
+    // stream at a time) and the events that order the streams.
+    for (int i = 0; i < kTailStreams; ++i) {
+      CUDA_CHECK(cudaStreamCreateWithFlags(&weights_streams_[i], cudaStreamNonBlocking));
+      CUBLAS_CHECK(cublasCreate(&weights_cublas_[i]));
+      CUBLAS_CHECK(cublasSetMathMode(weights_cublas_[i], CUBLAS_DEFAULT_MATH));
+      CUBLAS_CHECK(cublasSetStream(weights_cublas_[i], weights_streams_[i]));
+      CUDA_CHECK(cudaEventCreateWithFlags(&tail_done_[i], cudaEventDisableTiming));
+    }
+    for (cudaEvent_t* event : {&dz_ready_, &dz_free_[0], &dz_free_[1]})
+      CUDA_CHECK(cudaEventCreateWithFlags(event, cudaEventDisableTiming));
+    // The stream that rounds the backward's operands beside the last layer's recurrence.
+    CUDA_CHECK(cudaStreamCreateWithFlags(&operands_stream_, cudaStreamNonBlocking));
+    for (cudaEvent_t* event : {&backward_start_, &operands_ready_})
+      CUDA_CHECK(cudaEventCreateWithFlags(event, cudaEventDisableTiming));
+    layers_.resize(s.layers);
+    for (int l = 0; l < s.layers; ++l) {
+      Layer& layer = layers_[l];
+      layer.gates.allocate(T * kGates * state);
+      layer.cell.allocate((T + 1) * state);
+      layer.hidden.allocate((T + 1) * state);
+      layer.hidden_16.allocate((T + 1) * state);
+      layer.w_ih_16.allocate(static_cast<std::size_t>(kGates) * s.hidden * s.layer_input_size(l));
+    }
+    x_16_.allocate(T * s.batch * s.input_size);
+    exchange_.allocate(exchange_floats(s, plan_.forward));
+    dz_[0].allocate(T * kGates * state);
+    if (s.layers > 1) dz_[1].allocate(T * kGates * state);  // layer l's dz: dz_[l % 2]
+    dz_16_[0].allocate(T * kGates * state);
+    if (s.layers > 1) dz_16_[1].allocate(T * kGates * state);
+    if (s.layers > 1) d_input_.allocate(T * state);
+    ones_.upload(std::vector<float>(T * s.batch, 1.0f));
+  }
+
+  // What the forward keeps for the backward, per layer: every step's activated gates (T, B, 4H),
+  // c (T + 1, B, H; slot 0 = c0) and h (T + 1, B, H; slot 0 = h0), as training stages 01-05.
+  // The kernels publish h_t for each other in their own exchange buffer (forward stage 12's
+  // layout) and keep it in the stash with plain stores.
+  void forward(const DeviceTensors& t, cudaStream_t stream) override {
+    const ProblemSize& s = t.size;
+    const int H = s.hidden, B = s.batch, four_h = kGates * H;
+    const std::size_t state = static_cast<std::size_t>(B) * H;
+    const ForwardPlan& plan = plan_.forward;
+    const std::size_t slot = static_cast<std::size_t>(plan.batch_groups) * H * plan.padded_batch;
+    CUBLAS_CHECK(cublasSetStream(cublas_, stream));
+    for (int l = 0; l < s.layers; ++l) {
+      Layer& kept = layers_[l];
+      const int input_size = s.layer_input_size(l);
+      // Layer 0 reads x; layer l > 0 reads layer l-1's h sequence (slots 1..T of its stash).
+      const float* input_sequence = l == 0 ? t.x : layers_[l - 1].hidden.data() + state;
+      const std::size_t layer_state = static_cast<std::size_t>(l) * state;
+      // Slot 0 of the stash's h and c = h0 and c0 (the backward and the GEMMs read them).
+      CUDA_CHECK(cudaMemcpyAsync(kept.hidden.data(), t.h0 + layer_state, state * sizeof(float),
+                                 cudaMemcpyDeviceToDevice, stream));
+      CUDA_CHECK(cudaMemcpyAsync(kept.cell.data(), t.c0 + layer_state, state * sizeof(float),
+                                 cudaMemcpyDeviceToDevice, stream));
+      // The input part of every step at once: gates (4H x T*B) = W_ih · x, from 16-bit copies
+      // of both, rounded here; the kernel adds the rest and overwrites it with the activated
+      // gates. Not where the register kernel computes the input parts itself (from the FP32
+      // values, which hold the same 16-bit numbers).
+      if (plan.input_k_per_lane == 0) {
+        const std::uint16_t* input_16 =
+            l == 0 ? x_16_.data() : layers_[l - 1].hidden_16.data() + state;
+        if (l == 0) round_16(t.x, x_16_.data(), x_16_.size(), stream);
+        if (l > 0)
+          round_16(layers_[l - 1].hidden.data(), layers_[l - 1].hidden_16.data(),
+                   layers_[l - 1].hidden_16.size(), stream);
+        round_16(t.w_ih[l], kept.w_ih_16.data(), kept.w_ih_16.size(), stream);
+        gemm_16(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, four_h, s.seq_len * B, input_size,
+                kept.w_ih_16.data(), input_size, input_16, input_size, kept.gates.data(), four_h);
+      }
+      // Batch rows are independent sequences: a batch too large for one launch runs in slices.
+      const int rows_per_slice = plan.batch_groups * plan.group_batch;
+      for (int begin = 0; begin < B; begin += rows_per_slice) {
+        const int end = std::min(B, begin + rows_per_slice);
+        // The exchange buffer: slot 0 = h0 (transposed); slots 1..T = "not yet published".
+        const int publish_blocks = static_cast<int>(
+            std::min<std::size_t>(ceil_div<std::size_t>(slot, kPublishThreads), 1024));
+        publish_initial_state<<<publish_blocks, kPublishThreads, 0, stream>>>(
+            t.h0 + layer_state, exchange_.data(), H, plan.batch_groups, plan.group_batch,
+            plan.padded_batch, begin, end);
+        CUDA_CHECK(cudaGetLastError());
+        CUDA_CHECK(cudaMemsetAsync(exchange_.data() + slot, 0xFF, s.seq_len * slot * sizeof(float),
+                                   stream));
+        // The whole recurrence of the slice: one launch of the plan's kernel.
+        if (plan.weights_in_registers) {
+          RegisterKernelArgs args{};
+          set_common_args(args, t, l, begin, end);
+          args.w_ih = t.w_ih[l];
+          args.x = input_sequence;
+          args.input_size = input_size;
+          args.input_k_per_lane = plan.input_k_per_lane;
+          launch(forward_kernel_for(plan), &args, plan.blocks(), plan.threads, plan.shared_bytes,
+                 stream);
+        } else {
+          SharedKernelArgs args{};
+          set_common_args(args, t, l, begin, end);
+          args.unit_blocks = plan.unit_blocks;
+          args.batch_groups = plan.batch_groups;
+          args.group_batch = plan.group_batch;
+          args.padded_batch = plan.padded_batch;
+          args.lanes_batch = plan.lanes_batch;
+          args.tile_groups_units = plan.tile_groups_units;
+          args.tile_groups_batch = plan.tile_groups_batch;
+          args.chunk_rows = plan.chunk_rows;
+          args.chunks = plan.chunks;
+          launch(forward_kernel_for(plan), &args, plan.blocks(), plan.threads, plan.shared_bytes,
+                 stream);
+        }
+      }
+    }
+  }
+
+  void backward(const DeviceTensors& t, cudaStream_t stream) override {
+    const ProblemSize& s = t.size;
+    const int H = s.hidden, B = s.batch, four_h = kGates * H;
+    const int columns = s.seq_len * B;  // T*B: every step's batch rows side by side
+    const std::size_t state = static_cast<std::size_t>(B) * H;
+    const float one = 1.0f, zero = 0.0f;
+    const BackwardPlan& plan = plan_.backward;
+    CUBLAS_CHECK(cublasSetStream(cublas_, stream));
+    CUDA_CHECK(cudaEventRecord(backward_start_, stream));  // the operands' stream starts here
+    for (int l = s.layers - 1; l >= 0; --l) {
+      const Layer& kept = layers_[l];
+      const int input_size = s.layer_input_size(l);
+      const std::size_t layer_state = static_cast<std::size_t>(l) * state;
+      // The gradient of this layer's h sequence from above: dy for the last layer, else what the
+      // layer above computed for its input. This layer's input gradient overwrites it when the
+      // layer's kernel is done with it: into dx for layer 0, else for the layer below.
+      const float* d_above = l == s.layers - 1 ? t.dy : d_input_.data();
+      float* d_input = l == 0 ? t.dx : d_input_.data();
+      const std::uint16_t* input_16 =
+          l == 0 ? x_16_.data() : layers_[l - 1].hidden_16.data() + state;
+      float* dz = dz_[l % 2].data();
+      std::uint16_t* dz_16 = dz_16_[l % 2].data();
+      // dz_[l % 2] was last read by the weight gradients of layer l + 2: wait for them.
+      if (l + 2 < s.layers) CUDA_CHECK(cudaStreamWaitEvent(stream, dz_free_[l % 2]));
+
+      // The recurrence: one launch per slice of the batch. dz: one slot per step, every value
+      // the sentinel until its owner publishes it.
+      CUDA_CHECK(cudaMemsetAsync(dz, 0xFF, s.seq_len * kGates * state * sizeof(float), stream));
+      const int rows_per_slice = plan.batch_groups * plan.group_rows;
+      for (int begin = 0; begin < B; begin += rows_per_slice) {
+        BackwardArgs args{};
+        args.w_hh = t.w_hh[l];
+        args.gates = kept.gates.data();
+        args.cell = kept.cell.data();
+        args.d_above = d_above;
+        args.dhy = t.dhy + layer_state;
+        args.dcy = t.dcy + layer_state;
+        args.dz = dz;
+        args.dh0 = t.dh0 + layer_state;
+        args.dc0 = t.dc0 + layer_state;
+        args.hidden_size = H;
+        args.batch = B;
+        args.seq_len = s.seq_len;
+        args.batch_begin = begin;
+        args.batch_end = std::min(B, begin + rows_per_slice);
+        args.units_per_block = plan.units_per_block;
+        args.unit_quads = plan.unit_quads;
+        args.unit_blocks = plan.unit_blocks;
+        args.group_rows = plan.group_rows;
+        args.k_slices = plan.k_slices;
+        args.lanes_rows = plan.lanes_rows;
+        args.stage_threads = plan.stage_threads;
+        args.chunk_rows = plan.chunk_rows;
+        args.chunks = plan.chunks;
+        launch(backward_kernel_for(plan), &args, plan.blocks(), kBackwardThreads, plan.shared_bytes,
+               stream);
+      }
+      if (l == s.layers - 1) round_backward_operands(t);  // beside this recurrence
+      // dz in 16 bits, for the GEMMs; the first tail also waits for the other operands.
+      round_16(dz, dz_16, s.seq_len * kGates * state, stream);
+      if (l == s.layers - 1) CUDA_CHECK(cudaStreamWaitEvent(stream, operands_ready_));
+
+      // After the recurrence, over all T*B columns at once, four products that need dz and nothing
+      // of each other. At layer 0, where nothing else runs, they start together, each on a stream
+      // of its own, on the SMs the others leave free. Above it, as in stage 17: d(input) first (the
+      // layer below waits for it), then the weight gradients one after another on one stream,
+      // beside the next layer's recurrence (side by side there they took it more SMs: slower).
+      const bool last_layer = l == 0;  // nothing waits for its d(input) but the pass's end
+      const int w_hh_stream = last_layer ? 1 : 0, bias_stream = last_layer ? 2 : 0;  // else dW_ih's
+      if (last_layer) CUDA_CHECK(cudaEventRecord(dz_ready_, stream));
+      // d(input) = W_ih^T · dz: (I x 4H)(4H x T*B), on `stream`: the layer below needs it.
+      gemm_16(cublas_, CUBLAS_OP_N, CUBLAS_OP_N, input_size, columns, four_h,
+              layers_[l].w_ih_16.data(), input_size, dz_16, four_h, d_input, input_size);
+      if (!last_layer) CUDA_CHECK(cudaEventRecord(dz_ready_, stream));
+      for (cudaStream_t side : weights_streams_)
+        CUDA_CHECK(cudaStreamWaitEvent(side, dz_ready_));
+      // dW_ih = dz · input^T, dW_hh = dz · h_{t-1}^T: row-major (4H x K) results are column-major
+      // (K x 4H) = input (K x T*B) · dz^T (T*B x 4H). Written (beta = 0), summed over all steps.
+      gemm_16(weights_cublas_[0], CUBLAS_OP_N, CUBLAS_OP_T, input_size, four_h, columns, input_16,
+              input_size, dz_16, four_h, t.grad_w_ih[l], input_size);
+      gemm_16(weights_cublas_[w_hh_stream], CUBLAS_OP_N, CUBLAS_OP_T, H, four_h, columns,
+              kept.hidden_16.data(), H, dz_16, four_h, t.grad_w_hh[l], H);
+      // db = dz · 1, in FP32: the sum of every column of dz. Both bias vectors enter the gates the
+      // same way: their gradients are equal.
+      CUBLAS_CHECK(cublasSgemv(weights_cublas_[bias_stream], CUBLAS_OP_N, four_h, columns, &one, dz,
+                               four_h, ones_.data(), 1, &zero, t.grad_b_ih[l], 1));
+      CUDA_CHECK(cudaMemcpyAsync(t.grad_b_hh[l], t.grad_b_ih[l], four_h * sizeof(float),
+                                 cudaMemcpyDeviceToDevice, weights_streams_[bias_stream]));
+      for (int i = 1; i < kTailStreams; ++i) {  // streams 1 and 2 join stream 0
+        CUDA_CHECK(cudaEventRecord(tail_done_[i], weights_streams_[i]));
+        CUDA_CHECK(cudaStreamWaitEvent(weights_streams_[0], tail_done_[i]));
+      }
+      gradients_ready(l, weights_streams_[0]);  // layer l's gradients are written (stage.h's hook)
+      CUDA_CHECK(cudaEventRecord(dz_free_[l % 2], weights_streams_[0]));
+    }
+    // Join: everything the pass did is ordered before later work on `stream`.
+    CUDA_CHECK(cudaStreamWaitEvent(stream, dz_free_[0]));
+  }
+
+ private:
+  /// The 16-bit type of the GEMMs' operands.
+  cudaDataType type_16() const {
+    return precision() == Precision::kBf16 ? CUDA_R_16BF : CUDA_R_16F;
+  }
+
+  /// C (m x n, FP32) = op(A) · op(B), column-major, A and B in 16 bits: on tensor cores, with
+  /// FP32 sums.
+  void gemm_16(cublasHandle_t handle, cublasOperation_t op_a, cublasOperation_t op_b, int m, int n,
+               int k, const std::uint16_t* a, int lda, const std::uint16_t* b, int ldb, float* c,
+               int ldc) const {
+    const float one = 1.0f, zero = 0.0f;
+    CUBLAS_CHECK(cublasGemmEx(handle, op_a, op_b, m, n, k, &one, a, type_16(), lda, b, type_16(),
+                              ldb, &zero, c, CUDA_R_32F, ldc, CUBLAS_COMPUTE_32F,
+                              CUBLAS_GEMM_DEFAULT));
+  }
+
+  /// out[i] = in[i] rounded to the 16-bit type, i < n, on `stream`.
+  void round_16(const float* in, std::uint16_t* out, std::size_t n, cudaStream_t stream) const {
+    const int blocks =
+        static_cast<int>(std::min<std::size_t>(ceil_div<std::size_t>(n, kRoundThreads), 1024));
+    if (precision() == Precision::kBf16)
+      round_kernel<<<blocks, kRoundThreads, 0, stream>>>(in, reinterpret_cast<__nv_bfloat16*>(out),
+                                                         n);
+    else
+      round_kernel<<<blocks, kRoundThreads, 0, stream>>>(in, reinterpret_cast<__half*>(out), n);
+    CUDA_CHECK(cudaGetLastError());
+  }
+
+  /// On the operands' stream, from the backward's start: the 16-bit copies the weight gradients
+  /// and dx read that the forward did not make. Every layer's h (the last layer's only, where
+  /// the forward's input GEMMs rounded x, W_ih and the h of the layers below), x and W_ih.
+  void round_backward_operands(const DeviceTensors& t) {
+    const ProblemSize& s = t.size;
+    const bool forward_rounded = plan_.forward.input_k_per_lane == 0;  // it ran input GEMMs
+    CUDA_CHECK(cudaStreamWaitEvent(operands_stream_, backward_start_));
+    if (!forward_rounded) round_16(t.x, x_16_.data(), x_16_.size(), operands_stream_);
+    for (int l = 0; l < s.layers; ++l) {
+      Layer& layer = layers_[l];
+      if (!forward_rounded || l == s.layers - 1)
+        round_16(layer.hidden.data(), layer.hidden_16.data(), layer.hidden_16.size(),
+                 operands_stream_);
+      if (!forward_rounded)
+        round_16(t.w_ih[l], layer.w_ih_16.data(), layer.w_ih_16.size(), operands_stream_);
+    }
+    CUDA_CHECK(cudaEventRecord(operands_ready_, operands_stream_));
+  }
+
+  /// Sets the fields that both forward kernels' arguments have (RegisterKernelArgs,
+  /// SharedKernelArgs) for layer `layer` and the batch rows [begin, end).
+  template <typename Args>
+  void set_common_args(Args& args, const DeviceTensors& t, int layer, int begin, int end) {
+    const ProblemSize& s = t.size;
+    const std::size_t state = static_cast<std::size_t>(s.batch) * s.hidden;
+    Layer& kept = layers_[layer];
+    args.w_hh = t.w_hh[layer];
+    args.b_ih = t.b_ih[layer];
+    args.b_hh = t.b_hh[layer];
+    args.c0 = t.c0 + layer * state;
+    args.gates = kept.gates.data();
+    args.cell = kept.cell.data();
+    args.h_seq = kept.hidden.data();
+    args.y = layer == s.layers - 1 ? t.y : nullptr;
+    args.hy = t.hy + layer * state;
+    args.cy = t.cy + layer * state;
+    args.exchange = exchange_.data();
+    args.hidden = s.hidden;
+    args.batch = s.batch;
+    args.seq_len = s.seq_len;
+    args.batch_begin = begin;
+    args.batch_end = end;
+    args.units_per_block = plan_.forward.units_per_block;
+    args.lanes_units = plan_.forward.lanes_units;
+    args.phases = plan_.forward.phases;
+    args.k_slices = plan_.forward.k_slices;
+  }
+
+  /// The forward's exchange buffer: T + 1 slots of one slice's G x H x Bp floats.
+  static std::size_t exchange_floats(const ProblemSize& s, const ForwardPlan& plan) {
+    return (static_cast<std::size_t>(s.seq_len) + 1) * plan.batch_groups * s.hidden *
+           plan.padded_batch;
+  }
+
+  /// Launches `kernel` with its argument struct: all blocks resident at once, which the
+  /// cooperative launch guarantees or refuses (a block that waits for a value must never wait
+  /// for a block that has not started).
+  static void launch(const void* kernel, void* args, int blocks, int threads, std::size_t shared,
+                     cudaStream_t stream) {
+    void* kernel_args[] = {args};
+    CUDA_CHECK(cudaLaunchCooperativeKernel(kernel, dim3(blocks), dim3(threads), kernel_args, shared,
+                                           stream));
+  }
+
+  /// What the forward keeps of one layer for the backward.
+  struct Layer {
+    DeviceBuffer<float> gates;   // (T, B, 4H): i, f, g, o after their activations
+    DeviceBuffer<float> cell;    // (T + 1, B, H): c0, c_0 .. c_{T-1}
+    DeviceBuffer<float> hidden;  // (T + 1, B, H): h0, h_0 .. h_{T-1}: the next layer's input
+    DeviceBuffer<std::uint16_t> hidden_16;  // the same in 16 bits, for the GEMMs
+    DeviceBuffer<std::uint16_t> w_ih_16;    // (4H, I): W_ih in 16 bits
+  };
+
+  /// The plan for `s`, made once: unsupported_reason(), workspace_bytes() and prepare() of a
+  /// run ask for the same size.
+  const Plan& plan_for(const ProblemSize& s, const DeviceLimits& limits) const {
+    if (planned_size_ != s) {
+      plan_ = make_plan(s, limits, flags_.request);
+      planned_size_ = s;
+    }
+    return plan_;
+  }
+  static DeviceLimits current_device_limits() {
+    int device = 0;
+    CUDA_CHECK(cudaGetDevice(&device));
+    cudaDeviceProp prop{};
+    CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
+    return device_limits(prop);
+  }
+
+  StageFlags flags_;
+  mutable Plan plan_;
+  mutable std::optional<ProblemSize> planned_size_;  // the size plan_ was made for
+  cublasHandle_t cublas_ = nullptr;
+  std::vector<Layer> layers_;
+  DeviceBuffer<float> exchange_;  // (T + 1, G, H, Bp): the forward's published h of one slice
+  DeviceBuffer<float> dz_[2];     // (T, B, 4H): a layer's gate gradients, published per step;
+                                  // two (layer l uses dz_[l % 2]) so that the weight gradients
+                                  // of a layer can read its dz while the next layer writes its own
+  static constexpr int kTailStreams = 3;  // dW_ih, dW_hh, db: one stream each
+  cudaStream_t weights_streams_[kTailStreams] = {};
+  cublasHandle_t weights_cublas_[kTailStreams] = {};  // one cuBLAS handle bound to each
+  cudaEvent_t tail_done_[kTailStreams] = {};  // stream i's part of a layer done (1 and 2 used)
+  cudaEvent_t dz_ready_ = nullptr;            // a layer's dz is done on `stream`
+  cudaEvent_t dz_free_[2] = {};               // the weight gradients done with dz_[0] / dz_[1]
+  DeviceBuffer<float> d_input_;       // (T, B, H): the gradient of an intermediate layer's output
+  DeviceBuffer<float> ones_;          // (T*B): all ones, for the bias gradient's GEMV
+  DeviceBuffer<std::uint16_t> x_16_;  // (T, B, I): x in 16 bits
+  DeviceBuffer<std::uint16_t> dz_16_[2];    // dz_[0] and dz_[1] in 16 bits
+  cudaStream_t operands_stream_ = nullptr;  // rounds the backward's operands
+  cudaEvent_t backward_start_ = nullptr;    // on `stream`: the backward may begin
+  cudaEvent_t operands_ready_ = nullptr;    // on operands_stream_: its copies are written
+  std::string precision_name_;              // --precision: fp16 or bf16
+};
+
+}  // namespace
+
+DeviceLimits device_limits(const cudaDeviceProp& device) {
+  DeviceLimits limits;
+  limits.sm_count = device.multiProcessorCount;
+  limits.shared_bytes = device.sharedMemPerBlockOptin;  // no kernel has static shared memory
+  limits.name = device.name;
+  return limits;
+}
+
+/// The FP16 stage (the executable's default; --precision bf16 switches it).
+std::unique_ptr<Stage> make() {
+  return std::make_unique<PersistentTraining>("fp16");
+}
+
+/// The BF16 stage: the registry's training/20_persistent_with_16_bit_gemms_bf16.
+std::unique_ptr<Stage> make_bf16() {
+  return std::make_unique<PersistentTraining>("bf16");
+}
+
+}  // namespace lstm::LSTM_STAGE_NAMESPACE
