@@ -19,7 +19,9 @@
 # and goes on. An algorithm or stage that refuses a shape is noted on stderr and skipped.
 #
 # usage: scripts/gradient_errors.sh [FILE]   (default results/local/gradient_errors.jsonl)
-#   environment: BUILD_DIR (default build)
+#   environment: BUILD_DIR (default build); STAGES (the stage executables to run, space-separated;
+#   default the two above); CUDNN=0 (leave cuDNN out: to add a stage to a FILE that holds cuDNN's
+#   records of the same shapes and seed, hence of the same rounded data)
 # Exit status: 0 done (refusals, failed checks: on stderr), 1 a run failed otherwise, 2 usage error.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -27,8 +29,10 @@ case ${1:-} in -h | --help) sed -n '/^# usage:/,/^# Exit status/p' "$0" | sed 's
 (($# <= 1)) || { echo "gradient_errors: one FILE only (got $*)" >&2; exit 2; }
 out=${1:-results/local/gradient_errors.jsonl}
 bin=${BUILD_DIR:-build}/bin
-stages=(lstm_training_10_tensor_cores lstm_training_12_tensor_core_backward)
-for exe in "${stages[@]}" lstm_cudnn; do
+read -r -a stages <<<"${STAGES:-lstm_training_10_tensor_cores lstm_training_12_tensor_core_backward}"
+with_cudnn=${CUDNN:-1}
+[[ $with_cudnn == [01] ]] || { echo "gradient_errors: CUDNN must be 0 or 1 (got $with_cudnn)" >&2; exit 2; }
+for exe in "${stages[@]}" $( ((with_cudnn)) && echo lstm_cudnn); do
   [ -x "$bin/$exe" ] || { echo "gradient_errors: $bin/$exe is not built" >&2; exit 1; }
 done
 mkdir -p "$(dirname "$out")"
@@ -129,6 +133,7 @@ for shape in "${shapes[@]}"; do
   args=($shape --seed 1 --iters 1 --warmup 1 --json "$out")
   for precision in fp16 bf16; do
     for algo in standard persist_static persist_dynamic; do
+      ((with_cudnn)) || continue
       run "cudnn $algo $precision $shape" \
         "$bin/lstm_cudnn" --training --algo "$algo" --precision "$precision" "${args[@]}"
     done
