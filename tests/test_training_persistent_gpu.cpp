@@ -1,11 +1,11 @@
-// A persistent training stage on the GPU (training/06_persistent to 20, FP32 or 16-bit:
-// 20_persistent_with_16_bit_gemms: this source is compiled once per stage, in the stage's namespace
-// beside its headers, with LSTM_STAGE_DISPLAY_NAME naming it and LSTM_PLAN_HAS_BACKWARD_CHUNKS
-// where the backward stages dz in chunks, LSTM_PLAN_HAS_BACKWARD_REGISTERS where it has a register
-// kernel, LSTM_PLAN_HAS_PARTIAL_SUMS where it publishes partial sums of dh (then also a second pass
-// with other gradients), LSTM_PLAN_HAS_STASH_AHEAD where its stash holds two steps (one more
-// chunk); tests/CMakeLists.txt) with its plans pinned through its own flags (--plan, --weights,
-// --input,
+// A persistent training stage on the GPU (training/06_persistent to
+// 20_persistent_with_16_bit_gemms, FP32 or 16-bit: a 16-bit stage's inputs are rounded first, as
+// run_stages does): this source is compiled once per stage, in the stage's namespace beside its
+// headers, with LSTM_STAGE_DISPLAY_NAME naming it and LSTM_PLAN_HAS_BACKWARD_CHUNKS where the
+// backward stages dz in chunks, LSTM_PLAN_HAS_BACKWARD_REGISTERS where it has a register kernel,
+// LSTM_PLAN_HAS_PARTIAL_SUMS where it publishes partial sums of dh (then also a second pass with
+// other gradients), LSTM_PLAN_HAS_STASH_AHEAD where its stash holds two steps (one more chunk);
+// tests/CMakeLists.txt) with its plans pinned through its own flags (--plan, --weights, --input,
 // --backward-weights, as its executable takes them), so that every path of the persistent
 // kernels runs. The forward's two kernels (forward stage 12's, keeping the stash): the register
 // kernel with 8 and 32 weights per lane, batch tiles 1, 2, 4 and 8 with padding columns, float4
