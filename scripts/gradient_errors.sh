@@ -32,6 +32,8 @@ bin=${BUILD_DIR:-build}/bin
 read -r -a stages <<<"${STAGES:-lstm_training_10_tensor_cores lstm_training_12_tensor_core_backward}"
 with_cudnn=${CUDNN:-1}
 [[ $with_cudnn == [01] ]] || { echo "gradient_errors: CUDNN must be 0 or 1 (got $with_cudnn)" >&2; exit 2; }
+algos=(standard persist_static persist_dynamic)  # cuDNN's, each run beside the stages
+((with_cudnn)) || algos=()
 for exe in "${stages[@]}" $( ((with_cudnn)) && echo lstm_cudnn); do
   [ -x "$bin/$exe" ] || { echo "gradient_errors: $bin/$exe is not built" >&2; exit 1; }
 done
@@ -132,8 +134,7 @@ for shape in "${shapes[@]}"; do
   # shellcheck disable=SC2206  # the shape is a list of flags
   args=($shape --seed 1 --iters 1 --warmup 1 --json "$out")
   for precision in fp16 bf16; do
-    for algo in standard persist_static persist_dynamic; do
-      ((with_cudnn)) || continue
+    for algo in "${algos[@]}"; do
       run "cudnn $algo $precision $shape" \
         "$bin/lstm_cudnn" --training --algo "$algo" --precision "$precision" "${args[@]}"
     done
