@@ -440,7 +440,8 @@ def bar_panel(ax, runs, values, texts, tops=None, **kw):
                                       else display(r.impl))
                                      + f" ({r.precision.upper()})" * (r.precision != "fp32")
                                      for r in runs],
-                  rotation=30, ha="right", rotation_mode="anchor", fontsize=8.5)
+                  rotation=90 if narrow else 30, ha="center" if narrow else "right",
+                  rotation_mode="default" if narrow else "anchor", fontsize=8.5)
     ax.grid(axis="y", alpha=0.3)
     ax.set_axisbelow(True)
 
@@ -474,7 +475,7 @@ def canonical_figure(res, kind, title, size):
     return fig, ax_ms, runs, stages
 
 def figure_canonical(res):
-    fig, ax, runs, stages = canonical_figure(res, "forward", "LSTM forward pass", (14, 5.6))
+    fig, ax, runs, stages = canonical_figure(res, "forward", "LSTM forward pass", (14, 7))
     values = [s.span("median_ms") for s in stages]
     bar_panel(ax, stages, values, [f"{v[0]:.3g}" for v in values], color=BAR)
     for label, r, st in references(runs, stages):
@@ -486,7 +487,7 @@ def figure_canonical(res):
 
 def figure_training_canonical(res):
     fig, ax, runs, _ = canonical_figure(res, "training", "LSTM training pass (forward with "
-                                        "stash, then backward)", (15, 5.8))
+                                        "stash, then backward)", (15, 7))
     forward, backward = ([r.med(k) or 0 for r in runs]
                          for k in ("forward_ms", "backward_ms"))
     hatch = dict(hatch=["" if is_stage(r.impl) else "///" for r in runs], ec="white", lw=0)
