@@ -408,6 +408,14 @@ MUTATIONS = [
      "stages/training/20_persistent_with_16_bit_gemms/stage.cu",
      "return precision() == Precision::kBf16 ? CUDA_R_16BF : CUDA_R_16F;", "return CUDA_R_16F;",
      "gpu"),
+    # ---- training stage 22 (the forward's k slices: four warps a block, the chain refitted)
+    ("cpu", "training stage 22's planner never offers the forward four warps a block",
+     "stages/training/22_fewer_forward_k_slices/plan.cpp",
+     "threads = {128, 256, 512}", "threads = {256, 512}", "gpu"),
+    ("cpu", "training stage 22's forward cost model charges a k tile of the chain 300 clocks again",
+     "stages/training/22_fewer_forward_k_slices/plan.cpp",
+     "constexpr double kForwardMmaLatency = 120;", "constexpr double kForwardMmaLatency = 300;",
+     "gpu"),
     # ---- training stage 09 (the small-batch backward keeps W_hh's columns in registers)
     ("gpu", "training stage 09 loads the four gate rows of a row quad's weights from its first row",
      "stages/training/09_backward_registers/backward_registers.cuh",

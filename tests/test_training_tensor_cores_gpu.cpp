@@ -212,5 +212,30 @@ TEST(TrainingTensorCoresRowTiles, TwoRowTilesWhereTheyFitOneWhereNot) {  // no G
 }
 #endif
 
+#if LSTM_TC_HAS_FORWARD_K_SLICES
+// The planner (on the CPU, the H100's limits) of a stage whose forward may run four warps a block
+// and charges a warp's chain 120 clocks a k tile: four k slices where one mma tile group covers a
+// block's units and the batch is small (H = 512, B = 1 and 8: 128 threads; H = 1024, B = 4: two
+// tile groups, 256 threads), eight where a k tile is two mma (H = 1024, B = 16: 512 threads).
+TEST(TrainingTensorCoresKSlices, TheForwardTakesFourKSlicesAtSmallBatches) {  // no GPU needed
+  DeviceLimits h100;
+  h100.sm_count = 132;
+  h100.shared_bytes = 227 * 1024;
+  for (int batch : {1, 8}) {
+    const ForwardPlan small = make_plan(ProblemSize{512, 512, batch, 100, 1}, h100).forward;
+    ASSERT_TRUE(small.fits) << small.why;
+    EXPECT_EQ(small.threads, 128) << small.describe();
+    EXPECT_EQ(small.k_slices, 4) << small.describe();
+  }
+  const ForwardPlan two_groups = make_plan(ProblemSize{1024, 1024, 4, 100, 1}, h100).forward;
+  ASSERT_TRUE(two_groups.fits) << two_groups.why;
+  EXPECT_EQ(two_groups.threads, 256) << two_groups.describe();
+  EXPECT_EQ(two_groups.k_slices, 4) << two_groups.describe();
+  const ForwardPlan wider = make_plan(ProblemSize{1024, 1024, 16, 100, 1}, h100).forward;
+  ASSERT_TRUE(wider.fits) << wider.why;
+  EXPECT_EQ(wider.threads, 512) << wider.describe();
+}
+#endif
+
 }  // namespace
 }  // namespace lstm::LSTM_STAGE_NAMESPACE
