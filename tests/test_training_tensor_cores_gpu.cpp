@@ -214,7 +214,7 @@ TEST(TrainingTensorCoresRowTiles, TwoRowTilesWhereTheyFitOneWhereNot) {  // no G
 
 #if LSTM_TC_HAS_FORWARD_K_SLICES
 // The planner (on the CPU, the H100's limits) of a stage whose forward may run four warps a block
-// and charges a warp's chain 120 clocks a k tile: four k slices where one mma tile group covers a
+// and charges a warp's chain 150 clocks a k tile: four k slices where one mma tile group covers a
 // block's units and the batch is small (H = 512, B = 1 and 8: 128 threads; H = 1024, B = 4: two
 // tile groups, 256 threads), eight where a k tile is two mma (H = 1024, B = 16: 512 threads).
 TEST(TrainingTensorCoresKSlices, TheForwardTakesFourKSlicesAtSmallBatches) {  // no GPU needed

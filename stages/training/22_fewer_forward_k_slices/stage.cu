@@ -4,7 +4,7 @@
  *
  * What this stage changes (in training stage 14):
  *   1. plan.cpp: the forward's plans include 128 threads a block (four warps: four k slices where
- *      one mma tile group covers the block's units); a k tile of a warp's chain costs 120 clocks in
+ *      one mma tile group covers the block's units); a k tile of a warp's chain costs 150 clocks in
  *      the forward's cost model instead of 300, so fewer, longer chains win where the cell update's
  *      serial sum over the k slices costs more than they do.
  *   2. Here: the name in --verbose.
