@@ -216,7 +216,8 @@ TEST(TrainingTensorCoresRowTiles, TwoRowTilesWhereTheyFitOneWhereNot) {  // no G
 // The planner (on the CPU, the H100's limits) of a stage whose forward may run four warps a block
 // and charges a warp's chain 150 clocks a k tile: four k slices where one mma tile group covers a
 // block's units and the batch is small (H = 512, B = 1 and 8: 128 threads; H = 1024, B = 4: two
-// tile groups, 256 threads), eight where a k tile is two mma (H = 1024, B = 16: 512 threads).
+// tile groups, 256 threads); 512 threads where a block's rows need them (H = 1024, B = 16: two
+// batch groups of 16 units, four row tiles and four k slices).
 TEST(TrainingTensorCoresKSlices, TheForwardTakesFourKSlicesAtSmallBatches) {  // no GPU needed
   DeviceLimits h100;
   h100.sm_count = 132;
