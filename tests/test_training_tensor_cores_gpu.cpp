@@ -12,7 +12,10 @@
 // batch rows, 16 gate rows) also a last chunk of dz of fewer than 16 gate rows, 4H not a multiple
 // of 16, groups of 3 and 6 column tiles, k slices over fewer k tiles than warps; in stage 14
 // (LSTM_TC_HAS_BACKWARD_ROW_TILES) two row tiles, full and with a second tile of fewer units than
-// 16, planned and pinned, and the planner's choice of them (on the CPU). The data are
+// 16, planned and pinned, and the planner's choice of them (on the CPU); in stage 23
+// (LSTM_TC_HAS_BACKWARD_CLUSTERS) the backward split over clusters of two blocks, pinned (odd H,
+// a block of padding in the last cluster, three row tiles, chunks, batch slices) and planned, and
+// the planner's choice and refusals of clusters (on the CPU). The data are
 // rounded to the precision first, as the harness does (core/quantize.h); each case is checked
 // against the FP64 reference on every output and gradient with the precision's bounds, must
 // repeat bit for bit, and prints its measured errors ([ MEASURED ]). Also: a pass with other
@@ -44,6 +47,7 @@ struct Case {
   const char* plan;        // --plan tile,threads,groups,rows,backward_groups,backward_rows,chunk
   int forward_chunks = 0;  ///< how many chunks of h the forward's plan must have (0: any)
   int backward_row_tiles = 0;  ///< how many row tiles the backward's plan must have (0: any)
+  int backward_cluster = 0;    ///< how many blocks the backward's clusters must have (0: any)
 };
 
 const std::vector<Case>& cases() {
@@ -69,6 +73,17 @@ const std::vector<Case>& cases() {
       {"bwd_two_row_tiles_J19_L2", ProblemSize{300, 50, 16, 4, 2}, "0,0,0,0,8", 0, 2},
       {"bwd_two_row_tiles_J32_B9_chunks", ProblemSize{500, 40, 9, 3, 1}, "0,0,0,0,8,0,64", 0, 2},
       {"bwd_two_row_tiles_planned", ProblemSize{512, 64, 16, 3, 1}, "", 0, 2},
+#endif
+#if LSTM_TC_HAS_BACKWARD_CLUSTERS
+      // Clusters of two: H = 37, 38 blocks (the last owns no unit), the second block's gate rows
+      // 68 of 148 (a last k tile of 4); J = 19 in 8 groups, 38 units in three row tiles; chunks of
+      // 48 gate rows (a last of 44), batch slices; and the planner's choice at H = 1024, B = 16.
+      {"bwd_cluster2_odd_H_L3", ProblemSize{37, 19, 3, 7, 3}, "0,0,0,0,0,0,0,2", 0, 1, 2},
+      {"bwd_cluster2_B1", ProblemSize{64, 64, 1, 9, 2}, "0,0,0,0,0,0,0,2", 0, 1, 2},
+      {"bwd_cluster2_three_row_tiles", ProblemSize{300, 50, 16, 4, 2}, "0,0,0,0,8,0,64,2", 0, 3,
+       2},
+      {"bwd_cluster2_chunks_slices", ProblemSize{75, 20, 45, 2, 1}, "0,0,0,0,1,8,48,2", 0, 1, 2},
+      {"bwd_cluster_planned", ProblemSize{1024, 64, 16, 3, 1}, "", 0, 2, 2},
 #endif
   };
   return list;
@@ -98,8 +113,17 @@ TEST_P(TrainingTensorCores, GradientsMatchTheFp64ReferenceWithinThePrecisionsBou
     EXPECT_EQ(plan.forward.chunks, c.forward_chunks) << plan.describe();
   }
 #if LSTM_TC_HAS_BACKWARD_ROW_TILES
-  if (c.backward_row_tiles) {
+  bool one_block_clusters = true;  // a cluster's rows are C blocks' units: checked below
+#if LSTM_TC_HAS_BACKWARD_CLUSTERS
+  one_block_clusters = plan.backward.cluster_blocks == 1 || c.backward_cluster != 0;
+#endif
+  if (c.backward_row_tiles && one_block_clusters) {
     EXPECT_EQ(plan.backward.row_tiles, c.backward_row_tiles) << plan.describe();
+  }
+#endif
+#if LSTM_TC_HAS_BACKWARD_CLUSTERS
+  if (c.backward_cluster) {
+    EXPECT_EQ(plan.backward.cluster_blocks, c.backward_cluster) << plan.describe();
   }
 #endif
   LstmParams params = generate_params(c.size, 7);
@@ -181,6 +205,10 @@ TEST(TrainingTensorCoresFlags, PrecisionAndPlanFlags) {  // no GPU needed
   EXPECT_THROW(apply_stage_flags(*make(), {"--precision", "fp32"}), std::invalid_argument);
   EXPECT_THROW(apply_stage_flags(*make(), {"--plan", "4,256"}), std::invalid_argument);
   EXPECT_THROW(apply_stage_flags(*make(), {"--plan", "0,0,0,0,0,0,6"}), std::invalid_argument);
+#if LSTM_TC_HAS_BACKWARD_CLUSTERS
+  EXPECT_THROW(apply_stage_flags(*make(), {"--plan", "0,0,0,0,0,0,0,3"}), std::invalid_argument);
+  EXPECT_NO_THROW(apply_stage_flags(*make(), {"--plan", "0,0,0,0,0,0,0,2"}));
+#endif
 }
 
 #if LSTM_TC_HAS_BACKWARD_ROW_TILES
@@ -235,6 +263,47 @@ TEST(TrainingTensorCoresKSlices, TheForwardTakesFourKSlicesAtSmallBatches) {  //
   const ForwardPlan wider = make_plan(ProblemSize{1024, 1024, 16, 100, 1}, h100).forward;
   ASSERT_TRUE(wider.fits) << wider.why;
   EXPECT_EQ(wider.threads, 512) << wider.describe();
+}
+#endif
+
+#if LSTM_TC_HAS_BACKWARD_CLUSTERS
+// The planner (on the CPU, the H100's limits, 66 clusters of two): clusters of two where dz's
+// traffic is the larger cost (H = 1024, B = 16: two groups of 64 blocks, each reading half of
+// the 4H gate rows), none where they were measured slower (H = 1024, B = 8; the canonical config;
+// H = 512, B = 1) or the device offers no clusters; refusals with the reason: 4H too
+// few gate rows to split (H = 1), more blocks in clusters than can be resident.
+TEST(TrainingTensorCoresClusters, ClustersOfTwoWhereDzDominatesRefusedWhereTheyCannotRun) {
+  DeviceLimits h100;
+  h100.sm_count = 132;
+  h100.shared_bytes = 227 * 1024;
+  h100.pair_clusters = 66;
+  const BackwardPlan wide = make_plan(ProblemSize{1024, 1024, 16, 100, 1}, h100).backward;
+  EXPECT_EQ(wide.cluster_blocks, 2) << wide.units_per_block;
+  EXPECT_EQ(wide.k_rows, 2048);
+  EXPECT_EQ(wide.row_tiles, 2);
+  EXPECT_EQ(wide.unit_blocks % 2, 0);
+  EXPECT_EQ(wide.shared_bytes,
+            backward_shared_bytes(1024, wide.units_per_block, wide.group_rows, wide.chunk_rows, 2));
+  for (const ProblemSize& size :  // the backward measured slower with clusters of two there
+       {ProblemSize{1024, 1024, 8, 100, 1}, ProblemSize{512, 512, 64, 100, 4},
+        ProblemSize{512, 512, 1, 100, 1}}) {
+    EXPECT_EQ(make_plan(size, h100).backward.cluster_blocks, 1) << size.describe();
+  }
+  DeviceLimits no_clusters = h100;
+  no_clusters.pair_clusters = 0;
+  EXPECT_EQ(make_plan(ProblemSize{1024, 1024, 16, 100, 1}, no_clusters).backward.cluster_blocks,
+            1);
+  const Plan one_unit =
+      make_plan(ProblemSize{1, 1, 4, 10, 1}, h100, parse_plan_request("0,0,0,0,0,0,0,2"));
+  EXPECT_FALSE(one_unit.fits);
+  EXPECT_NE(one_unit.why.find("too few to split"), std::string::npos) << one_unit.why;
+  DeviceLimits few = h100;
+  few.pair_clusters = 10;
+  const Plan crowded =
+      make_plan(ProblemSize{1024, 1024, 16, 100, 1}, few, parse_plan_request("0,0,0,0,0,0,0,2"));
+  EXPECT_FALSE(crowded.fits);
+  EXPECT_NE(crowded.why.find("cannot all be resident"), std::string::npos) << crowded.why;
+  EXPECT_EQ(backward_k_rows(37, 2), 80);  // 148 gate rows: 10 k tiles, 5 a block
 }
 #endif
 
