@@ -78,7 +78,8 @@ __global__ void arrange_transposed_fragments(const float* w_hh, unsigned* fragme
 /// The whole backward recurrence of one layer (one slice of the batch), t = T-1 down to 0.
 /// `Element`: __half or __nv_bfloat16, the type of W_hhᵀ and dz on the tensor cores; `kRowTiles`:
 /// 1 to 4 row tiles of 16 units (R = ceil(C * J / 16)), a template argument so that one row
-/// tile compiles to stage 12's loop. With C = 1 (no cluster) this is training stage 22's kernel.
+/// tile compiles to stage 12's loop; `kCluster`: C, 1 or 2 blocks a cluster, a template argument
+/// so that C = 1 compiles to training stage 22's kernel.
 /// Grid: U x G blocks (block = u + U * g), kBackwardThreads threads, all resident (cooperative
 /// launch). Block (u, g) owns units u*J .. u*J + J - 1 for the Bg batch rows of group g.
 /// A step t: (1) cp.async brings the stash of step t for the block's (unit, row) pairs into
@@ -93,11 +94,12 @@ __global__ void arrange_transposed_fragments(const float* w_hh, unsigned* fragme
 /// step 0, one more product gives dh0. Shared memory (plan.cpp sizes it): w [row tile][k tile]
 /// [lane] uint4 | dz [2][8 * batch_tiles][dz_stride] words (one buffer where one chunk holds all
 /// 4H gate rows) | sums [S][16 R][8 * batch_tiles] | stash [J * Bg][7] | dc [J * Bg].
-template <typename Element, int kRowTiles>
+template <typename Element, int kRowTiles, int kCluster>
 __global__ void __launch_bounds__(kBackwardThreads, 1) backward_persistent(const BackwardArgs a) {
   extern __shared__ float4 shared[];
   const int H = a.hidden_size, J = a.units_per_block, S = a.k_slices, W = a.dz_stride;
-  const int C = a.cluster_blocks, rank = blockIdx.x % C;  // clusters: C consecutive blocks
+  constexpr int C = kCluster;  // == a.cluster_blocks
+  const int rank = blockIdx.x % C;  // clusters: C consecutive blocks
   constexpr int R = kRowTiles, MR = R * kMmaRows;  // row tiles, and the rows of W_hhᵀ they hold
   const int Bg = a.group_rows, Bn = a.batch_tiles * kMmaColumns, tid = threadIdx.x;
   const int gate_rows = kGates * H, k_tiles = a.k_rows / kMmaK;
@@ -134,7 +136,7 @@ __global__ void __launch_bounds__(kBackwardThreads, 1) backward_persistent(const
   }
   wait_copies();
   __syncthreads();
-  if (C > 1) cluster_barrier();  // every block of the cluster running: its shared memory exists
+  if constexpr (C > 1) cluster_barrier();  // every block of the cluster running: its shared memory exists
 
   // ---- (1) the stash of step t for this thread's own pairs, copied while it waits for dz.
   const auto fetch_stash = [&](int t) {
@@ -247,7 +249,7 @@ __global__ void __launch_bounds__(kBackwardThreads, 1) backward_persistent(const
   // later, after every block has passed the barrier between, having read it).
   int exchange = 0;
   const auto share_partial_sums = [&]() {
-    if (C == 1) return;  // block-uniform: stage 22's path
+    if constexpr (C == 1) return;  // stage 22's path
     float* buffer = cluster_s + (exchange % 2) * C * J * Bn;
     for (int i = tid; i < C * J * rows; i += blockDim.x) {
       const int m = i % (C * J), b = i / (C * J), owner = m / J;
@@ -259,7 +261,7 @@ __global__ void __launch_bounds__(kBackwardThreads, 1) backward_persistent(const
   // dh_rec for pair (j, b): the k slices' sums (C = 1), or the C blocks' partial sums in rank
   // order.
   const auto dh_recurrent = [&](int j, int b) {
-    if (C == 1) return slice_sum(j, b);
+    if constexpr (C == 1) return slice_sum(j, b);
     const float* buffer = cluster_s + (exchange % 2) * C * J * Bn;
     float sum = 0.0f;
     for (int r = 0; r < C; ++r)

@@ -10,7 +10,8 @@
  *      barrier.cluster).
  *   2. plan.cpp: clusters of one or two blocks, chosen by the backward's cost model.
  *   3. Here: the backward's launch in clusters (cudaLaunchKernelExC, cooperative), its
- *      co-residency checked per cluster, four row tiles, the name in --verbose.
+ *      co-residency checked per cluster, the kernel per C and up to four row tiles, the name in
+ *      --verbose.
  *
  * The lesson, the prediction and the measurement: README.md beside this file. Host code here;
  * the kernels in kernel.cuh and backward_kernel.cuh.
@@ -59,19 +60,25 @@ const void* forward_kernel_for(const ForwardPlan& plan, Precision precision) {
   return precision == Precision::kBf16 ? forward_kernel_for<__nv_bfloat16>(plan)
                                        : forward_kernel_for<__half>(plan);
 }
-/// The backward kernel with 16-bit values of `precision` and `row_tiles` row tiles (1 to 4).
+/// The backward kernel with 16-bit values of `precision`, `row_tiles` row tiles (1 or 2 without
+/// a cluster, 1 to 4 in clusters of two) and `cluster` blocks a cluster.
 template <typename Element>
-const void* backward_kernel_for(int row_tiles) {
+const void* backward_kernel_for(int row_tiles, int cluster) {
+  if (cluster == 1) {
+    return row_tiles == 2 ? reinterpret_cast<const void*>(&backward_persistent<Element, 2, 1>)
+                          : reinterpret_cast<const void*>(&backward_persistent<Element, 1, 1>);
+  }
   switch (row_tiles) {
-    case 4: return reinterpret_cast<const void*>(&backward_persistent<Element, 4>);
-    case 3: return reinterpret_cast<const void*>(&backward_persistent<Element, 3>);
-    case 2: return reinterpret_cast<const void*>(&backward_persistent<Element, 2>);
-    default: return reinterpret_cast<const void*>(&backward_persistent<Element, 1>);
+    case 4: return reinterpret_cast<const void*>(&backward_persistent<Element, 4, 2>);
+    case 3: return reinterpret_cast<const void*>(&backward_persistent<Element, 3, 2>);
+    case 2: return reinterpret_cast<const void*>(&backward_persistent<Element, 2, 2>);
+    default: return reinterpret_cast<const void*>(&backward_persistent<Element, 1, 2>);
   }
 }
-const void* backward_kernel_for(Precision precision, int row_tiles) {
-  return precision == Precision::kBf16 ? backward_kernel_for<__nv_bfloat16>(row_tiles)
-                                       : backward_kernel_for<__half>(row_tiles);
+const void* backward_kernel_for(Precision precision, const BackwardPlan& plan) {
+  return precision == Precision::kBf16
+             ? backward_kernel_for<__nv_bfloat16>(plan.row_tiles, plan.cluster_blocks)
+             : backward_kernel_for<__half>(plan.row_tiles, plan.cluster_blocks);
 }
 
 /// out[i] = in[i] rounded to Element (to nearest, ties to even) for i < n; grid-stride.
@@ -186,7 +193,7 @@ class PersistentTraining final : public TrainingStage {
                                         "forward", plan.forward.threads, plan.forward.shared_bytes,
                                         plan.forward.blocks(), limits.sm_count);
     if (why.empty())
-      why = check_co_resident(backward_kernel_for(flags_.precision, plan.backward.row_tiles),
+      why = check_co_resident(backward_kernel_for(flags_.precision, plan.backward),
                               "backward", kBackwardThreads, plan.backward.shared_bytes,
                               plan.backward.blocks(), limits.sm_count,
                               plan.backward.cluster_blocks);
@@ -229,7 +236,7 @@ class PersistentTraining final : public TrainingStage {
     CUDA_CHECK(cudaFuncSetAttribute(forward_kernel_for(plan_.forward, flags_.precision),
                                     cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     static_cast<int>(plan_.forward.shared_bytes)));
-    CUDA_CHECK(cudaFuncSetAttribute(backward_kernel_for(flags_.precision, plan_.backward.row_tiles),
+    CUDA_CHECK(cudaFuncSetAttribute(backward_kernel_for(flags_.precision, plan_.backward),
                                     cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     static_cast<int>(plan_.backward.shared_bytes)));
     CUBLAS_CHECK(cublasCreate(&cublas_));
@@ -368,7 +375,7 @@ class PersistentTraining final : public TrainingStage {
         args.dz_stride = plan.dz_stride;
         args.chunk_rows = plan.chunk_rows;
         args.chunks = plan.chunks;
-        launch(backward_kernel_for(flags_.precision, plan.row_tiles), &args, plan.blocks(),
+        launch(backward_kernel_for(flags_.precision, plan), &args, plan.blocks(),
                kBackwardThreads, plan.shared_bytes, stream, plan.cluster_blocks);
       }
 
@@ -593,7 +600,7 @@ DeviceLimits device_limits(const cudaDeviceProp& device) {
   // Clusters of two backward blocks of that size (one per SM) resident at once: the GPCs decide.
   if (device.clusterLaunch)
     limits.pair_clusters =
-        resident_clusters(reinterpret_cast<const void*>(&backward_persistent<__half, 4>),
+        resident_clusters(reinterpret_cast<const void*>(&backward_persistent<__half, 4, 2>),
                           kBackwardThreads, limits.shared_bytes, 2);
   limits.name = device.name;
   return limits;
