@@ -44,7 +44,8 @@ namespace {
 struct Case {
   const char* label;
   ProblemSize size;        // H, I, B, T, L
-  const char* plan;        // --plan tile,threads,groups,rows,backward_groups,backward_rows,chunk
+  const char* plan;        // --plan tile,threads,groups,rows,backward_groups,backward_rows,chunk,
+                           // and in stage 23 cluster
   int forward_chunks = 0;  ///< how many chunks of h the forward's plan must have (0: any)
   int backward_row_tiles = 0;  ///< how many row tiles the backward's plan must have (0: any)
   int backward_cluster = 0;    ///< how many blocks the backward's clusters must have (0: any)
@@ -113,11 +114,13 @@ TEST_P(TrainingTensorCores, GradientsMatchTheFp64ReferenceWithinThePrecisionsBou
     EXPECT_EQ(plan.forward.chunks, c.forward_chunks) << plan.describe();
   }
 #if LSTM_TC_HAS_BACKWARD_ROW_TILES
-  bool one_block_clusters = true;  // a cluster's rows are C blocks' units: checked below
+  // A planned cluster's row tiles hold C blocks' units: the case's row tiles are those without a
+  // cluster, unless the case pins its cluster.
+  bool row_tiles_apply = true;
 #if LSTM_TC_HAS_BACKWARD_CLUSTERS
-  one_block_clusters = plan.backward.cluster_blocks == 1 || c.backward_cluster != 0;
+  row_tiles_apply = plan.backward.cluster_blocks == 1 || c.backward_cluster != 0;
 #endif
-  if (c.backward_row_tiles && one_block_clusters) {
+  if (c.backward_row_tiles && row_tiles_apply) {
     EXPECT_EQ(plan.backward.row_tiles, c.backward_row_tiles) << plan.describe();
   }
 #endif

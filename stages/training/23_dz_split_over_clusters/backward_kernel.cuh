@@ -36,7 +36,6 @@ struct BackwardArgs {
   int batch_begin, batch_end;  // the batch rows of this launch (a slice)
   int units_per_block;         // J <= 32: the units whose cell this block updates
   int unit_blocks;             // U, a multiple of C: block = u + U * g
-  int cluster_blocks;          // C: a cluster of blocks u .. u + C - 1 shares their C * J units
   int k_rows;                  // gate rows (k) of dz a block of a cluster multiplies (mult. of 16)
   int group_rows;              // Bg: batch rows per block
   int batch_tiles;             // mma column tiles: ceil(Bg / 8)
@@ -50,9 +49,9 @@ struct BackwardArgs {
 /// block n is rank n % C of its cluster; row m of its rows (row tile m / 16) is unit
 /// (n / C) * C * J + m, one of the cluster's C * J units, and its k tiles are gate rows
 /// (n % C) * k_rows .. + k_rows of W_hh, A[m][k] = W_hh[k][unit] (the forward's fragments hold
-/// W_hh itself). Word r of lane (groupID g, threadID_in_group t) of k tile kt holds row g + 8 (r & 1)
-/// of its row tile, k = kt*16 + 2t + 8 (r >> 1) and the next k, the lower k in the low 16 bits
-/// (PTX ISA, as arrange_fragments). Zeros past C * J, past H and past 4H.
+/// W_hh itself). Word r of lane (groupID g, threadID_in_group t) of k tile kt holds row
+/// g + 8 (r & 1) of its row tile, k = kt*16 + 2t + 8 (r >> 1) and the next k, the lower k in the
+/// low 16 bits (PTX ISA, as arrange_fragments). Zeros past C * J, past H and past 4H.
 template <typename Element>
 __global__ void arrange_transposed_fragments(const float* w_hh, unsigned* fragments, int H, int J,
                                              int row_tiles, int unit_blocks, int C, int k_rows) {
@@ -98,13 +97,14 @@ template <typename Element, int kRowTiles, int kCluster>
 __global__ void __launch_bounds__(kBackwardThreads, 1) backward_persistent(const BackwardArgs a) {
   extern __shared__ float4 shared[];
   const int H = a.hidden_size, J = a.units_per_block, S = a.k_slices, W = a.dz_stride;
-  constexpr int C = kCluster;  // == a.cluster_blocks
-  const int rank = blockIdx.x % C;  // clusters: C consecutive blocks
+  constexpr int C = kCluster;                      // blocks u .. u + C - 1 share their C * J units
+  const int rank = blockIdx.x % C;                 // clusters: C consecutive blocks
   constexpr int R = kRowTiles, MR = R * kMmaRows;  // row tiles, and the rows of W_hhᵀ they hold
   const int Bg = a.group_rows, Bn = a.batch_tiles * kMmaColumns, tid = threadIdx.x;
   const int gate_rows = kGates * H, k_tiles = a.k_rows / kMmaK;
-  // This block's gate rows of dz: k_rows from rank * k_rows (the last rank's may be fewer).
-  const int first_k = rank * a.k_rows, my_rows = max(0, min(a.k_rows, gate_rows - first_k));
+  // This block's gate rows of dz: k_rows from rank * k_rows (the last rank's may be fewer, never
+  // none: the planner refuses such a split).
+  const int first_k = rank * a.k_rows, my_rows = min(a.k_rows, gate_rows - first_k);
   const int chunks = (my_rows + a.chunk_rows - 1) / a.chunk_rows;
   const int unit_block = blockIdx.x % a.unit_blocks, group = blockIdx.x / a.unit_blocks;
   const int first_unit = unit_block * J, first_row = a.batch_begin + group * Bg;
@@ -136,7 +136,8 @@ __global__ void __launch_bounds__(kBackwardThreads, 1) backward_persistent(const
   }
   wait_copies();
   __syncthreads();
-  if constexpr (C > 1) cluster_barrier();  // every block of the cluster running: its shared memory exists
+  if constexpr (C > 1)
+    cluster_barrier();  // every block of the cluster running: its shared memory exists
 
   // ---- (1) the stash of step t for this thread's own pairs, copied while it waits for dz.
   const auto fetch_stash = [&](int t) {
@@ -189,7 +190,7 @@ __global__ void __launch_bounds__(kBackwardThreads, 1) backward_persistent(const
       }
     };
     float acc[R][4] = {};  // the warp's mma accumulators, one per row tile
-    if (chunks > 0) issue_loads(0);
+    issue_loads(0);
     for (int chunk = 0; chunk < chunks; ++chunk) {
       const bool last = chunk == chunks - 1;
       const int n4 = (last ? last_rows : a.chunk_rows) / 4, count = rows * n4;
@@ -244,13 +245,13 @@ __global__ void __launch_bounds__(kBackwardThreads, 1) backward_persistent(const
     return sum;
   };
   // With a cluster: every block sends its sums for each of the cluster's units to the block that
-  // owns the unit (rank m / J), into buffer `exchange % 2` there; the cluster barrier ends the
-  // exchange (release: the sums are visible; and a block writes a buffer again only two exchanges
-  // later, after every block has passed the barrier between, having read it).
-  int exchange = 0;
-  const auto share_partial_sums = [&]() {
+  // owns the unit (rank m / J), into buffer `slot % 2` there (slot: the step of dz multiplied);
+  // the cluster barrier ends the exchange (release: the sums are visible; and a block writes a
+  // buffer again only two exchanges later, after every block has passed the barrier between,
+  // having read it).
+  const auto share_partial_sums = [&](int slot) {
     if constexpr (C == 1) return;  // stage 22's path
-    float* buffer = cluster_s + (exchange % 2) * C * J * Bn;
+    float* buffer = cluster_s + (slot % 2) * C * J * Bn;
     for (int i = tid; i < C * J * rows; i += blockDim.x) {
       const int m = i % (C * J), b = i / (C * J), owner = m / J;
       float* target = cluster_rank_address(buffer + (rank * J + m % J) * Bn + b, owner);
@@ -258,11 +259,11 @@ __global__ void __launch_bounds__(kBackwardThreads, 1) backward_persistent(const
     }
     cluster_barrier();
   };
-  // dh_rec for pair (j, b): the k slices' sums (C = 1), or the C blocks' partial sums in rank
-  // order.
-  const auto dh_recurrent = [&](int j, int b) {
+  // dh_rec for pair (j, b) from the product with dz's step `slot`: the k slices' sums (C = 1), or
+  // the C blocks' partial sums in rank order.
+  const auto dh_recurrent = [&](int j, int b, int slot) {
     if constexpr (C == 1) return slice_sum(j, b);
-    const float* buffer = cluster_s + (exchange % 2) * C * J * Bn;
+    const float* buffer = cluster_s + (slot % 2) * C * J * Bn;
     float sum = 0.0f;
     for (int r = 0; r < C; ++r)
       sum += buffer[(r * J + j) * Bn + b];
@@ -275,7 +276,7 @@ __global__ void __launch_bounds__(kBackwardThreads, 1) backward_persistent(const
     if (t < a.seq_len - 1) {
       recurrent_product(t + 1);
       __syncthreads();  // every partial sum in shared memory
-      share_partial_sums();
+      share_partial_sums(t + 1);
     }
     wait_copies();  // this thread's stash of step t
 
@@ -287,7 +288,7 @@ __global__ void __launch_bounds__(kBackwardThreads, 1) backward_persistent(const
       const float* kept = stash_s + p * kStashFloats;
       const float i = kept[0], f = kept[1], g = kept[kGateG], o = kept[3];
       const float tanh_c = tanhf(kept[4]), c_prev = kept[5];
-      const float dh = kept[6] + (t == a.seq_len - 1 ? a.dhy[out] : dh_recurrent(j, b));
+      const float dh = kept[6] + (t == a.seq_len - 1 ? a.dhy[out] : dh_recurrent(j, b, t + 1));
       const float dc = dc_s[p] + dh * o * (1.0f - tanh_c * tanh_c);
       const float d[kGates] = {dc * g * i * (1.0f - i), dc * c_prev * f * (1.0f - f),
                                dc * i * (1.0f - g * g), dh * tanh_c * o * (1.0f - o)};
@@ -299,19 +300,18 @@ __global__ void __launch_bounds__(kBackwardThreads, 1) backward_persistent(const
       }
       dc_s[p] = dc * f;  // what c_{t-1} receives through the forget gate
     }
-    if (t < a.seq_len - 1) ++exchange;
     __syncthreads();  // the next product writes sums_s again
   }
 
   // ---- after step 0: dh0 = W_hhᵀ · dz_0, and dc0.
   recurrent_product(0);
   __syncthreads();
-  share_partial_sums();
+  share_partial_sums(0);
   for (int p = tid; p < pairs; p += blockDim.x) {
     const int j = p % J, b = p / J, unit = first_unit + j;
     if (unit >= H) continue;
     const std::size_t out = static_cast<std::size_t>(first_row + b) * H + unit;
-    a.dh0[out] = dh_recurrent(j, b);
+    a.dh0[out] = dh_recurrent(j, b, 0);
     a.dc0[out] = dc_s[p];
   }
 }

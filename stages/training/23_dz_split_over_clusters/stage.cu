@@ -69,10 +69,14 @@ const void* backward_kernel_for(int row_tiles, int cluster) {
                           : reinterpret_cast<const void*>(&backward_persistent<Element, 1, 1>);
   }
   switch (row_tiles) {
-    case 4: return reinterpret_cast<const void*>(&backward_persistent<Element, 4, 2>);
-    case 3: return reinterpret_cast<const void*>(&backward_persistent<Element, 3, 2>);
-    case 2: return reinterpret_cast<const void*>(&backward_persistent<Element, 2, 2>);
-    default: return reinterpret_cast<const void*>(&backward_persistent<Element, 1, 2>);
+    case 4:
+      return reinterpret_cast<const void*>(&backward_persistent<Element, 4, 2>);
+    case 3:
+      return reinterpret_cast<const void*>(&backward_persistent<Element, 3, 2>);
+    case 2:
+      return reinterpret_cast<const void*>(&backward_persistent<Element, 2, 2>);
+    default:
+      return reinterpret_cast<const void*>(&backward_persistent<Element, 1, 2>);
   }
 }
 const void* backward_kernel_for(Precision precision, const BackwardPlan& plan) {
@@ -132,11 +136,6 @@ int resident_clusters(const void* kernel, int threads, std::size_t shared, int c
 /// another's values needs; else why not.
 std::string check_co_resident(const void* kernel, const char* name, int threads, std::size_t shared,
                               int blocks, int sm_count, int cluster = 1) {
-  int per_sm = 0;
-  cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                       static_cast<int>(shared));
-  cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, shared);
-  cudaGetLastError();  // an error here shows as per_sm == 0
   if (cluster > 1) {
     const int clusters = resident_clusters(kernel, threads, shared, cluster);
     if (clusters * cluster >= blocks) return {};
@@ -145,6 +144,11 @@ std::string check_co_resident(const void* kernel, const char* name, int threads,
         << " cannot all be resident at once (" << clusters << " clusters fit)";
     return why.str();
   }
+  int per_sm = 0;
+  cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                       static_cast<int>(shared));
+  cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, shared);
+  cudaGetLastError();  // an error here shows as per_sm == 0
   if (per_sm * sm_count >= blocks) return {};
   std::ostringstream why;
   why << "the " << name << " kernel's " << blocks << " blocks of " << threads << " threads and "
@@ -193,10 +197,9 @@ class PersistentTraining final : public TrainingStage {
                                         "forward", plan.forward.threads, plan.forward.shared_bytes,
                                         plan.forward.blocks(), limits.sm_count);
     if (why.empty())
-      why = check_co_resident(backward_kernel_for(flags_.precision, plan.backward),
-                              "backward", kBackwardThreads, plan.backward.shared_bytes,
-                              plan.backward.blocks(), limits.sm_count,
-                              plan.backward.cluster_blocks);
+      why = check_co_resident(backward_kernel_for(flags_.precision, plan.backward), "backward",
+                              kBackwardThreads, plan.backward.shared_bytes, plan.backward.blocks(),
+                              limits.sm_count, plan.backward.cluster_blocks);
     return why;
   }
 
@@ -367,7 +370,6 @@ class PersistentTraining final : public TrainingStage {
         args.batch_end = std::min(B, begin + rows_per_slice);
         args.units_per_block = plan.units_per_block;
         args.unit_blocks = plan.unit_blocks;
-        args.cluster_blocks = plan.cluster_blocks;
         args.k_rows = plan.k_rows;
         args.group_rows = plan.group_rows;
         args.batch_tiles = plan.batch_tiles;
@@ -375,8 +377,8 @@ class PersistentTraining final : public TrainingStage {
         args.dz_stride = plan.dz_stride;
         args.chunk_rows = plan.chunk_rows;
         args.chunks = plan.chunks;
-        launch(backward_kernel_for(flags_.precision, plan), &args, plan.blocks(),
-               kBackwardThreads, plan.shared_bytes, stream, plan.cluster_blocks);
+        launch(backward_kernel_for(flags_.precision, plan), &args, plan.blocks(), kBackwardThreads,
+               plan.shared_bytes, stream, plan.cluster_blocks);
       }
 
       // After the recurrence, what needs none of it, over all T*B columns at once, on tensor
