@@ -35,7 +35,10 @@ constexpr double kL2RoundTrip = 800;       // one round of loads in flight, unde
 constexpr double kStepLatency = 4700;      // publish dz, see it elsewhere, stage, the cell
 constexpr double kDzBytesPerClock = 1270;  // polled 16-bit dz reaching all blocks (~2.3 TB/s)
 constexpr double kMmaIssue = 64;           // one more row tile's mma in a k tile (no dependency)
-constexpr double kChunkClocks = 100;       // a chunk's stores into shared memory, a barrier
+// A chunk's stores into shared memory, its barrier and the round trip its loads wait for: 100
+// clocks (stage 22's figure) let the planner take clusters of two with sixteen chunks of dz at
+// H = 768, B = 64, 58% slower than C = 1; refitted to C = 1 / C = 2 pinned at nine shapes (README).
+constexpr double kChunkClocks = 1000;
 // A cluster's exchange of partial sums: stores into the other block's shared memory and a
 // cluster barrier (~1250 clocks for the barrier alone, ~900 more for its release, README), and
 // what the model's halved chain of mma promises but a step does not get: fitted to the backward
