@@ -431,6 +431,15 @@ MUTATIONS = [
     ("cpu", "training stage 23's cost model charges a cluster's exchange nothing",
      "stages/training/23_dz_split_over_clusters/plan.cpp",
      "constexpr double kClusterExchange = 4600;", "constexpr double kClusterExchange = 0;", "gpu"),
+    # ---- training stage 24 (the cluster's partial sums by st.async, counted by an mbarrier)
+    ("gpu", "training stage 24 stores the partial sums into the buffer its mbarrier does not count",
+     "stages/training/24_partial_sums_on_an_mbarrier/backward_kernel.cuh",
+     "const unsigned buffer = shared_address(cluster_s + (slot % 2) * C * J * Bn);",
+     "const unsigned buffer = shared_address(cluster_s + ((slot + 1) % 2) * C * J * Bn);", "gpu"),
+    ("gpu", "training stage 24 waits for the phase of the wrong parity",
+     "stages/training/24_partial_sums_on_an_mbarrier/backward_kernel.cuh",
+     "mbarrier_wait(bar, ((a.seq_len - 1 - slot) / 2) & 1);",
+     "mbarrier_wait(bar, ((a.seq_len - slot) / 2) & 1);", "gpu"),
     # ---- training stage 09 (the small-batch backward keeps W_hh's columns in registers)
     ("gpu", "training stage 09 loads the four gate rows of a row quad's weights from its first row",
      "stages/training/09_backward_registers/backward_registers.cuh",
