@@ -76,10 +76,10 @@ __device__ __forceinline__ void mbarrier_arm(unsigned bar, unsigned bytes) {
 /// Stores `value` at `remote` (shared::cluster) asynchronously; its 4 bytes count on the
 /// mbarrier `remote_bar` of the receiving block, which makes them visible to whoever waits there.
 __device__ __forceinline__ void store_async(unsigned remote, float value, unsigned remote_bar) {
-  asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.b32 [%0], %1, [%2];" ::"r"(
-                   remote),
-               "r"(__float_as_uint(value)), "r"(remote_bar)
-               : "memory");
+  asm volatile(
+      "st.async.shared::cluster.mbarrier::complete_tx::bytes.b32 [%0], %1, [%2];" ::"r"(remote),
+      "r"(__float_as_uint(value)), "r"(remote_bar)
+      : "memory");
 }
 /// Waits until the phase of parity `parity` of the mbarrier `bar` is complete (acquire).
 __device__ __forceinline__ void mbarrier_wait(unsigned bar, unsigned parity) {

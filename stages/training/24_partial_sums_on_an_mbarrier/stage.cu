@@ -230,8 +230,8 @@ class PersistentTraining final : public TrainingStage {
     // The refusal the harness gets from unsupported_reason(): what does not fit and what would.
     if (std::string why = unsupported_reason(s, prop); !why.empty()) throw UnsupportedError(why);
     if (flags_.verbose) {
-      std::cerr << "training/24_partial_sums_on_an_mbarrier plan (" << precision_name(flags_.precision)
-                << "): " << plan_.describe() << "\n";
+      std::cerr << "training/24_partial_sums_on_an_mbarrier plan ("
+                << precision_name(flags_.precision) << "): " << plan_.describe() << "\n";
     }
     CUDA_CHECK(cudaFuncSetAttribute(forward_kernel_for(plan_.forward, flags_.precision),
                                     cudaFuncAttributeMaxDynamicSharedMemorySize,
