@@ -440,15 +440,6 @@ MUTATIONS = [
      "stages/training/24_partial_sums_on_an_mbarrier/backward_kernel.cuh",
      "mbarrier_wait(bar, ((a.seq_len - 1 - slot) / 2) & 1);",
      "mbarrier_wait(bar, ((a.seq_len - slot) / 2) & 1);", "gpu"),
-    # ---- training stage 25 (the tensor-core tail's four products side by side)
-    ("gpu", "training stage 25's side streams do not wait for dz",
-     "stages/training/25_tensor_core_tail_side_by_side/stage.cu",
-     "        CUDA_CHECK(cudaStreamWaitEvent(side, dz_ready_));",
-     "        (void)dz_ready_;", "gpu"),
-    ("gpu", "training stage 25's dW_hh multiplies the 16-bit input instead of h",
-     "stages/training/25_tensor_core_tail_side_by_side/stage.cu",
-     "hidden_16_.data(), type_16, H, dz_16_.data()",
-     "operand_16_.data(), type_16, H, dz_16_.data()", "gpu"),
     # ---- training stage 09 (the small-batch backward keeps W_hh's columns in registers)
     ("gpu", "training stage 09 loads the four gate rows of a row quad's weights from its first row",
      "stages/training/09_backward_registers/backward_registers.cuh",
