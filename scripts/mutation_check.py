@@ -440,6 +440,10 @@ MUTATIONS = [
      "stages/training/24_partial_sums_on_an_mbarrier/backward_kernel.cuh",
      "mbarrier_wait(bar, ((a.seq_len - 1 - slot) / 2) & 1);",
      "mbarrier_wait(bar, ((a.seq_len - slot) / 2) & 1);", "gpu"),
+    ("cpu", "training stage 24's cost model charges the exchange stage 23's cluster barrier",
+     "stages/training/24_partial_sums_on_an_mbarrier/plan.cpp",
+     "constexpr double kClusterExchange = 3700;", "constexpr double kClusterExchange = 4600;",
+     "gpu"),
     # ---- training stage 09 (the small-batch backward keeps W_hh's columns in registers)
     ("gpu", "training stage 09 loads the four gate rows of a row quad's weights from its first row",
      "stages/training/09_backward_registers/backward_registers.cuh",

@@ -39,11 +39,10 @@ constexpr double kMmaIssue = 64;           // one more row tile's mma in a k til
 // clocks (stage 22's figure) let the planner take clusters of two with sixteen chunks of dz at
 // H = 768, B = 64, 58% slower than C = 1; refitted to C = 1 / C = 2 pinned at nine shapes (README).
 constexpr double kChunkClocks = 1000;
-// A cluster's exchange of partial sums: stores into the other block's shared memory and a
-// cluster barrier (~1250 clocks for the barrier alone, ~900 more for its release, README), and
-// what the model's halved chain of mma promises but a step does not get: fitted to the backward
-// measured with clusters of one and two blocks at ten shapes (README, "Measured").
-constexpr double kClusterExchange = 4600;
+// A cluster's exchange of partial sums and what the model's halved chain of mma promises but a
+// step does not get: stage 23 fitted 4600 clocks with a cluster barrier; st.async on an mbarrier
+// measured ~0.5 µs (~900 clocks) a step less (README).
+constexpr double kClusterExchange = 3700;
 constexpr int kBackwardWarps = kBackwardThreads / kWarpSize;
 
 std::string kib(std::size_t bytes) {

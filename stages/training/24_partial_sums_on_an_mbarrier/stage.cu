@@ -7,7 +7,7 @@
  *   1. backward_kernel.cuh: the partial sums go out with st.async; a block waits on its own
  *      mbarrier of the buffer until all the bytes of the exchange have arrived, and arms it again
  *      for its next use (primitives.cuh: mbarrier and st.async).
- *   2. plan.cpp: room for the two mbarriers in shared memory.
+ *   2. plan.cpp: room for the two mbarriers in shared memory; the exchange charged less.
  *   3. Here: the name in --verbose.
  *
  * The lesson, the prediction and the measurement: README.md beside this file. Host code here;
