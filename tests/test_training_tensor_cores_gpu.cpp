@@ -17,9 +17,9 @@
 // a block of padding in the last cluster, three row tiles, chunks, batch slices) and planned, and
 // the planner's choice and refusals of clusters (on the CPU), and in stage 24
 // (LSTM_TC_HAS_CLUSTER_MBARRIER: its exchange on an mbarrier) clusters at H = 768, B = 16 too. The
-// data are rounded to the precision first, as the harness does (core/quantize.h); each case is checked
-// against the FP64 reference on every output and gradient with the precision's bounds, must
-// repeat bit for bit, and prints its measured errors ([ MEASURED ]). Also: a pass with other
+// data are rounded to the precision first, as the harness does (core/quantize.h); each case is
+// checked against the FP64 reference on every output and gradient with the precision's bounds,
+// must repeat bit for bit, and prints its measured errors ([ MEASURED ]). Also: a pass with other
 // tensors than prepare() saw; a too-large H is refused before launch, saying what fits.
 // Skipped without a GPU.
 #include <gtest/gtest.h>
