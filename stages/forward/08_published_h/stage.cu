@@ -20,6 +20,7 @@
 #include <sstream>
 #include <string>
 
+#include "harness/co_residency.h"
 #include "harness/cuda_utils.h"
 #include "harness/stage.h"
 #include "kernel.cuh"
@@ -113,19 +114,9 @@ class PersistentStage final : public Stage {
     }
     if (!device.cooperativeLaunch) return "the device does not support cooperative launches";
     // Waiting for h needs every block resident at once: one per SM here.
-    int per_sm = 0;
     const void* kernel = reinterpret_cast<const void*>(&persistent_lstm_published);
-    cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                         static_cast<int>(f.shared_bytes));
-    cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kThreads, f.shared_bytes);
-    cudaGetLastError();
-    if (per_sm * device.multiProcessorCount < f.blocks) {
-      why << f.blocks << " blocks of " << kThreads << " threads and " << f.shared_bytes / 1024
-          << " KiB cannot all be resident at once (" << per_sm << " per SM x "
-          << device.multiProcessorCount << " SMs)";
-      return why.str();
-    }
-    return {};
+    return check_co_resident(kernel, "persistent", kThreads, f.shared_bytes, f.blocks,
+                             device.multiProcessorCount);
   }
 
   std::size_t workspace_bytes(const ProblemSize& s) const override {

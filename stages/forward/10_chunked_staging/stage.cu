@@ -22,6 +22,7 @@
 #include <sstream>
 #include <string>
 
+#include "harness/co_residency.h"
 #include "harness/cuda_utils.h"
 #include "harness/phase_trace.cuh"
 #include "harness/stage.h"
@@ -69,19 +70,9 @@ class PersistentStage final : public Stage {
     }
     if (!device.cooperativeLaunch) return "the device does not support cooperative launches";
     // Waiting for h needs every block resident at once: one per SM here.
-    int per_sm = 0;
     const void* kernel = kernel_for(plan);
-    cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                         static_cast<int>(plan.shared_bytes));
-    cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, plan.threads, plan.shared_bytes);
-    cudaGetLastError();
-    if (per_sm * limits.sm_count < plan.blocks()) {
-      why << plan.blocks() << " blocks of " << plan.threads << " threads and "
-          << plan.shared_bytes / 1024 << " KiB cannot all be resident at once (" << per_sm
-          << " per SM x " << limits.sm_count << " SMs)";
-      return why.str();
-    }
-    return {};
+    return check_co_resident(kernel, "persistent", plan.threads, plan.shared_bytes, plan.blocks(),
+                             limits.sm_count);
   }
 
   std::size_t workspace_bytes(const ProblemSize& s) const override {

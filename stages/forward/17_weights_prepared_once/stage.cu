@@ -27,8 +27,10 @@
 #include <string>
 #include <vector>
 
+#include "harness/co_residency.h"
 #include "harness/cuda_utils.h"
 #include "harness/phase_trace.cuh"
+#include "harness/round_16_bits.cuh"
 #include "harness/stage.h"
 #include "kernel.cuh"
 #include "plan.h"
@@ -38,37 +40,11 @@ namespace lstm::LSTM_STAGE_NAMESPACE {  // stage_<series>_<NN_slug>, named by th
 namespace {
 
 constexpr int kPublishThreads = 256;                     // threads per block of the slot-0 kernel
-constexpr int kRoundThreads = 256;                       // threads per block of the rounding kernel
 constexpr std::size_t kCublasWorkspaceBytes = 32 << 20;  // cuBLAS's own, recorded into the graph
 
 // ---------------------------------------------------------------------------------------------
 // The input GEMM's operands in 16 bits
 // ---------------------------------------------------------------------------------------------
-
-/// out[i] = in[i] rounded to Element (to nearest, ties to even) for i < n. Grid-stride: any
-/// grid of 1-D blocks covers n; thread i of the grid takes i, i + grid size, ...
-template <typename Element>
-__global__ void round_to_element(const float* __restrict__ in, Element* __restrict__ out,
-                                 std::size_t n) {
-  const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
-  for (std::size_t i = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
-       i += stride)
-    out[i] = to_element<Element>(in[i]);
-}
-
-/// Rounds n floats into `out`, 16-bit values of `precision` (FP16 or BF16), on `stream`.
-void round_to_16_bits(const float* in, std::uint16_t* out, std::size_t n, Precision precision,
-                      cudaStream_t stream) {
-  const int blocks =
-      static_cast<int>(std::min<std::size_t>(ceil_div<std::size_t>(n, kRoundThreads), 1024));
-  if (precision == Precision::kBf16) {
-    round_to_element<<<blocks, kRoundThreads, 0, stream>>>(
-        in, reinterpret_cast<__nv_bfloat16*>(out), n);
-  } else {
-    round_to_element<<<blocks, kRoundThreads, 0, stream>>>(in, reinterpret_cast<__half*>(out), n);
-  }
-  CUDA_CHECK(cudaGetLastError());
-}
 
 /// The input width of the widest layer: I for the first, H for the others.
 int widest_layer_input(const ProblemSize& s) {
@@ -139,19 +115,9 @@ class PersistentStage final : public Stage {
       return why.str();
     }
     if (!device.cooperativeLaunch) return "the device does not support cooperative launches";
-    int per_sm = 0;
     const void* kernel = kernel_for(plan, flags_.precision);
-    cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                         static_cast<int>(plan.shared_bytes));
-    cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, plan.threads, plan.shared_bytes);
-    cudaGetLastError();
-    if (per_sm * limits.sm_count < plan.blocks()) {
-      why << plan.blocks() << " blocks of " << plan.threads << " threads and "
-          << plan.shared_bytes / 1024 << " KiB cannot all be resident at once (" << per_sm
-          << " per SM x " << limits.sm_count << " SMs)";
-      return why.str();
-    }
-    return {};
+    return check_co_resident(kernel, "persistent", plan.threads, plan.shared_bytes, plan.blocks(),
+                             limits.sm_count);
   }
 
   std::size_t workspace_bytes(const ProblemSize& s) const override {

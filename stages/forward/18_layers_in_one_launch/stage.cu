@@ -22,6 +22,7 @@
 #include <sstream>
 #include <string>
 
+#include "harness/co_residency.h"
 #include "harness/cuda_utils.h"
 #include "harness/phase_trace.cuh"
 #include "harness/stage.h"
@@ -102,19 +103,11 @@ class PersistentStage final : public Stage {
     // Waiting for h needs every block of a launch resident at once: one per SM here.
     for (const LayerLaunch& launch : network.launches) {
       const Plan& plan = launch.layers.front();
-      int per_sm = 0;
       const void* kernel = kernel_for(plan);
-      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                           static_cast<int>(launch.shared_bytes()));
-      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, plan.threads,
-                                                    launch.shared_bytes());
-      cudaGetLastError();
-      if (per_sm * limits.sm_count < launch.blocks()) {
-        why << launch.blocks() << " blocks of " << plan.threads << " threads and "
-            << launch.shared_bytes() / 1024 << " KiB cannot all be resident at once (" << per_sm
-            << " per SM x " << limits.sm_count << " SMs)";
-        return why.str();
-      }
+      const std::string resident =
+          check_co_resident(kernel, "persistent", plan.threads, launch.shared_bytes(),
+                            launch.blocks(), limits.sm_count);
+      if (!resident.empty()) return resident;
     }
     return {};
   }

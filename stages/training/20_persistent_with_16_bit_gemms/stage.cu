@@ -73,6 +73,7 @@
 #include <vector>
 
 #include "backward_kernel.cuh"
+#include "harness/co_residency.h"
 #include "harness/cuda_utils.h"
 #include "harness/stage.h"
 #include "kernel.cuh"
@@ -84,7 +85,7 @@ namespace lstm::LSTM_STAGE_NAMESPACE {  // stage_<series>_<NN_slug>, named by th
 namespace {
 
 // ---------------------------------------------------------------------------------------------
-// The kernels, and whether all their blocks can be resident at once
+// The kernels (whether all their blocks can be resident at once: harness/co_residency.h)
 // ---------------------------------------------------------------------------------------------
 
 constexpr int kPublishThreads = 256;  // threads per block of the forward's slot-0 kernel
@@ -147,23 +148,6 @@ __global__ void round_kernel(const float* in, Element* out, std::size_t n) {
   for (std::size_t i = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += stride)
     out[i] = to_16_bits<Element>(in[i]);
-}
-
-/// "" if `blocks` blocks of `kernel` (`threads` threads, `shared` bytes) can all be resident at
-/// once on `sm_count` SMs, which a block that waits for another's values needs; else why not.
-std::string check_co_resident(const void* kernel, const char* name, int threads, std::size_t shared,
-                              int blocks, int sm_count) {
-  int per_sm = 0;
-  cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                       static_cast<int>(shared));
-  cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, shared);
-  cudaGetLastError();  // an error here shows as per_sm == 0
-  if (per_sm * sm_count >= blocks) return {};
-  std::ostringstream why;
-  why << "the " << name << " kernel's " << blocks << " blocks of " << threads << " threads and "
-      << shared / 1024 << " KiB cannot all be resident at once (" << per_sm << " per SM x "
-      << sm_count << " SMs)";
-  return why.str();
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -360,8 +344,8 @@ class PersistentTraining final : public TrainingStage {
           args.x = input_sequence;
           args.input_size = input_size;
           args.input_k_per_lane = plan.input_k_per_lane;
-          launch(forward_kernel_for(plan), &args, plan.blocks(), plan.threads, plan.shared_bytes,
-                 stream);
+          launch_cooperative(forward_kernel_for(plan), &args, plan.blocks(), plan.threads,
+                             plan.shared_bytes, stream);
         } else {
           SharedKernelArgs args{};
           set_common_args(args, t, l, begin, end);
@@ -374,8 +358,8 @@ class PersistentTraining final : public TrainingStage {
           args.tile_groups_batch = plan.tile_groups_batch;
           args.chunk_rows = plan.chunk_rows;
           args.chunks = plan.chunks;
-          launch(forward_kernel_for(plan), &args, plan.blocks(), plan.threads, plan.shared_bytes,
-                 stream);
+          launch_cooperative(forward_kernel_for(plan), &args, plan.blocks(), plan.threads,
+                             plan.shared_bytes, stream);
         }
       }
     }
@@ -435,8 +419,8 @@ class PersistentTraining final : public TrainingStage {
         args.stage_threads = plan.stage_threads;
         args.chunk_rows = plan.chunk_rows;
         args.chunks = plan.chunks;
-        launch(backward_kernel_for(plan), &args, plan.blocks(), kBackwardThreads, plan.shared_bytes,
-               stream);
+        launch_cooperative(backward_kernel_for(plan), &args, plan.blocks(), kBackwardThreads,
+                           plan.shared_bytes, stream);
       }
       if (l == s.layers - 1) round_backward_operands(t);  // beside this recurrence
       // dz in 16 bits, for the GEMMs; the first tail also waits for the other operands.
@@ -561,16 +545,6 @@ class PersistentTraining final : public TrainingStage {
   static std::size_t exchange_floats(const ProblemSize& s, const ForwardPlan& plan) {
     return (static_cast<std::size_t>(s.seq_len) + 1) * plan.batch_groups * s.hidden *
            plan.padded_batch;
-  }
-
-  /// Launches `kernel` with its argument struct: all blocks resident at once, which the
-  /// cooperative launch guarantees or refuses (a block that waits for a value must never wait
-  /// for a block that has not started).
-  static void launch(const void* kernel, void* args, int blocks, int threads, std::size_t shared,
-                     cudaStream_t stream) {
-    void* kernel_args[] = {args};
-    CUDA_CHECK(cudaLaunchCooperativeKernel(kernel, dim3(blocks), dim3(threads), kernel_args, shared,
-                                           stream));
   }
 
   /// What the forward keeps of one layer for the backward.

@@ -25,7 +25,9 @@
 #include <vector>
 
 #include "backward_kernel.cuh"
+#include "harness/co_residency.h"
 #include "harness/cuda_utils.h"
+#include "harness/round_16_bits.cuh"
 #include "harness/stage.h"
 #include "kernel.cuh"
 #include "plan.h"
@@ -35,11 +37,10 @@ namespace lstm::LSTM_STAGE_NAMESPACE {  // stage_<series>_<NN_slug>, named by th
 namespace {
 
 // ---------------------------------------------------------------------------------------------
-// The kernels, and whether all their blocks can be resident at once
+// The kernels (whether all their blocks can be resident at once: harness/co_residency.h)
 // ---------------------------------------------------------------------------------------------
 
 constexpr int kPublishThreads = 256;  // threads per block of the forward's slot-0 kernel
-constexpr int kRoundThreads = 256;    // threads per block of the rounding kernel
 
 /// The forward kernel that runs `plan` with 16-bit values of type Element (forward stage 17's).
 template <typename Element>
@@ -80,78 +81,6 @@ const void* backward_kernel_for(Precision precision, const BackwardPlan& plan) {
   return precision == Precision::kBf16
              ? backward_kernel_for<__nv_bfloat16>(plan.row_tiles, plan.cluster_blocks)
              : backward_kernel_for<__half>(plan.row_tiles, plan.cluster_blocks);
-}
-
-/// out[i] = in[i] rounded to Element (to nearest, ties to even) for i < n; grid-stride.
-template <typename Element>
-__global__ void round_to_element(const float* __restrict__ in, Element* __restrict__ out,
-                                 std::size_t n) {
-  const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
-  for (std::size_t i = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
-       i += stride)
-    out[i] = to_element<Element>(in[i]);
-}
-
-/// Rounds n floats into `out`, 16-bit values of `precision` (FP16 or BF16), on `stream`: a GEMM
-/// operand.
-void round_to_16_bits(const float* in, std::uint16_t* out, std::size_t n, Precision precision,
-                      cudaStream_t stream) {
-  const int blocks =
-      static_cast<int>(std::min<std::size_t>(ceil_div<std::size_t>(n, kRoundThreads), 1024));
-  if (precision == Precision::kBf16) {
-    round_to_element<<<blocks, kRoundThreads, 0, stream>>>(
-        in, reinterpret_cast<__nv_bfloat16*>(out), n);
-  } else {
-    round_to_element<<<blocks, kRoundThreads, 0, stream>>>(in, reinterpret_cast<__half*>(out), n);
-  }
-  CUDA_CHECK(cudaGetLastError());
-}
-
-/// Clusters of `cluster` blocks of `kernel` (`threads` threads, `shared` bytes) that can be
-/// resident at once (0 where none, or clusters are not supported).
-int resident_clusters(const void* kernel, int threads, std::size_t shared, int cluster) {
-  cudaLaunchConfig_t config = {};
-  cudaLaunchAttribute attribute{};
-  attribute.id = cudaLaunchAttributeClusterDimension;
-  attribute.val.clusterDim.x = cluster;
-  attribute.val.clusterDim.y = attribute.val.clusterDim.z = 1;
-  config.gridDim = dim3(cluster);
-  config.blockDim = dim3(threads);
-  config.dynamicSmemBytes = shared;
-  config.attrs = &attribute;
-  config.numAttrs = 1;
-  int clusters = 0;
-  cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                       static_cast<int>(shared));
-  if (cudaOccupancyMaxActiveClusters(&clusters, kernel, &config) != cudaSuccess) clusters = 0;
-  cudaGetLastError();  // an error here shows as 0 clusters
-  return clusters;
-}
-
-/// "" if `blocks` blocks of `kernel` (`threads` threads, `shared` bytes, in clusters of
-/// `cluster`) can all be resident at once on `sm_count` SMs, which a block that waits for
-/// another's values needs; else why not.
-std::string check_co_resident(const void* kernel, const char* name, int threads, std::size_t shared,
-                              int blocks, int sm_count, int cluster = 1) {
-  if (cluster > 1) {
-    const int clusters = resident_clusters(kernel, threads, shared, cluster);
-    if (clusters * cluster >= blocks) return {};
-    std::ostringstream why;
-    why << "the " << name << " kernel's " << blocks << " blocks in clusters of " << cluster
-        << " cannot all be resident at once (" << clusters << " clusters fit)";
-    return why.str();
-  }
-  int per_sm = 0;
-  cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                       static_cast<int>(shared));
-  cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, shared);
-  cudaGetLastError();  // an error here shows as per_sm == 0
-  if (per_sm * sm_count >= blocks) return {};
-  std::ostringstream why;
-  why << "the " << name << " kernel's " << blocks << " blocks of " << threads << " threads and "
-      << shared / 1024 << " KiB cannot all be resident at once (" << per_sm << " per SM x "
-      << sm_count << " SMs)";
-  return why.str();
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -316,8 +245,8 @@ class PersistentTraining final : public TrainingStage {
         // The whole recurrence of the slice: one launch of the plan's kernel.
         SharedKernelArgs args{};
         set_common_args(args, t, l, begin, end);
-        launch(forward_kernel_for(plan, flags_.precision), &args, plan.blocks(), plan.threads,
-               plan.shared_bytes, stream);
+        launch_cooperative(forward_kernel_for(plan, flags_.precision), &args, plan.blocks(),
+                           plan.threads, plan.shared_bytes, stream);
       }
     }
   }
@@ -374,8 +303,8 @@ class PersistentTraining final : public TrainingStage {
         args.dz_stride = plan.dz_stride;
         args.chunk_rows = plan.chunk_rows;
         args.chunks = plan.chunks;
-        launch(backward_kernel_for(flags_.precision, plan), &args, plan.blocks(), kBackwardThreads,
-               plan.shared_bytes, stream, plan.cluster_blocks);
+        launch_in_clusters(backward_kernel_for(flags_.precision, plan), &args, plan.blocks(),
+                           kBackwardThreads, plan.shared_bytes, stream, plan.cluster_blocks);
       }
 
       // After the recurrence, what needs none of it, over all T*B columns at once, on tensor
@@ -522,17 +451,17 @@ class PersistentTraining final : public TrainingStage {
            kWarpSize * sizeof(uint4);
   }
 
-  /// Launches `kernel` with its argument struct: all blocks resident at once, which the
-  /// cooperative launch guarantees or refuses (a block that waits for a value must never wait
-  /// for a block that has not started); in clusters of `cluster` consecutive blocks.
-  static void launch(const void* kernel, void* args, int blocks, int threads, std::size_t shared,
-                     cudaStream_t stream, int cluster = 1) {
-    void* kernel_args[] = {args};
+  /// Launches `kernel` with its argument struct as launch_cooperative() does (all blocks resident
+  /// at once, which the cooperative launch guarantees or refuses: a block that waits for a value
+  /// must never wait for a block that has not started), in clusters of `cluster` consecutive
+  /// blocks.
+  static void launch_in_clusters(const void* kernel, void* args, int blocks, int threads,
+                                 std::size_t shared, cudaStream_t stream, int cluster) {
     if (cluster == 1) {
-      CUDA_CHECK(cudaLaunchCooperativeKernel(kernel, dim3(blocks), dim3(threads), kernel_args,
-                                             shared, stream));
+      launch_cooperative(kernel, args, blocks, threads, shared, stream);
       return;
     }
+    void* kernel_args[] = {args};
     cudaLaunchAttribute attributes[2] = {};
     attributes[0].id = cudaLaunchAttributeClusterDimension;
     attributes[0].val.clusterDim.x = cluster;
