@@ -194,6 +194,15 @@ MUTATIONS = [
     ("gpu", "forward 19's planner gives an upper layer of a launch no input rows of its own",
      "stages/forward/19_tensor_core_layers_in_one_launch/plan.cpp",
      "plan.input_rows = i == 0 ? 0 : s.hidden;", "plan.input_rows = 0;", "gpu"),
+    # ---- issue 25: forward 21_input_parts_by_gate_row, the input parts stored (4H, T, B)
+    # (the tests that catch it: its cases in tests/test_tensor_cores_gpu.cpp).
+    ("gpu", "forward 21 reads gate q's input part one unit further on instead of q * H rows on",
+     "stages/forward/21_input_parts_by_gate_row/kernel.cuh", "in + q * H * row_stride);",
+     "in + q * row_stride);", "gpu"),
+    ("gpu", "forward 21 reads the input parts by batch row, stage 19's order, from the new layout",
+     "stages/forward/21_input_parts_by_gate_row/kernel.cuh",
+     "input_t + (first_unit + pj) * row_stride + first_row + pb;",
+     "input_t + (first_row + pb) * row_stride + first_unit + pj;", "gpu"),
     ("gpu", "training stage 00 drops the forget gate from dc_{t-1}",
      "stages/training/00_naive/stage.cu", "  dc_rec[index] = dc[index] * forget_gate[index];",
      "  dc_rec[index] = dc[index];", "gpu", "training_00_naive"),
