@@ -440,7 +440,7 @@ std::unique_ptr<Stage> make() {
   return std::make_unique<PersistentStage>(Precision::kFp16);
 }
 
-/// The BF16 stage: the registry entry forward/17_weights_prepared_once_bf16.
+/// The BF16 stage: the registry entry forward/19_tensor_core_layers_in_one_launch_bf16.
 std::unique_ptr<Stage> make_bf16() {
   return std::make_unique<PersistentStage>(Precision::kBf16);
 }
