@@ -203,15 +203,6 @@ MUTATIONS = [
      "stages/forward/21_input_parts_by_gate_row/kernel.cuh",
      "input_t + (first_unit + pj) * row_stride + first_row + pb;",
      "input_t + (first_row + pb) * row_stride + first_unit + pj;", "gpu"),
-    # ---- issue 25: forward 22_fp32_input_parts_by_gate_row, stage 21's idea in FP32 (the tests
-    # that catch it: its GPU tests, tests/test_forward_persistent_gpu.cpp).
-    ("gpu", "forward 22's shared-memory kernel reads gate q's input part one unit further on",
-     "stages/forward/22_fp32_input_parts_by_gate_row/kernel.cuh", "in + q * H * row_stride);",
-     "in + q * row_stride);", "gpu"),
-    ("gpu", "forward 22's register kernel reads the input parts in stage 18's order (T, B, 4H)",
-     "stages/forward/22_fp32_input_parts_by_gate_row/kernel_registers.cuh",
-     "const float* in = a.input_part + update_unit * row_stride +",
-     "const float* in = a.input_part + update_row * row_stride +", "gpu"),
     ("gpu", "training stage 00 drops the forget gate from dc_{t-1}",
      "stages/training/00_naive/stage.cu", "  dc_rec[index] = dc[index] * forget_gate[index];",
      "  dc_rec[index] = dc[index];", "gpu", "training_00_naive"),
