@@ -68,13 +68,13 @@
 #include <optional>
 #include <sstream>
 #include <string>
-#include <type_traits>
 #include <utility>
 #include <vector>
 
 #include "backward_kernel.cuh"
 #include "harness/co_residency.h"
 #include "harness/cuda_utils.h"
+#include "harness/round_16_bits.cuh"
 #include "harness/stage.h"
 #include "kernel.cuh"
 #include "kernel_registers.cuh"
@@ -124,30 +124,6 @@ const void* forward_kernel_for(const ForwardPlan& plan) {
     default:
       return reinterpret_cast<const void*>(&persistent_lstm_kernel<4>);
   }
-}
-
-// ---------------------------------------------------------------------------------------------
-// The 16-bit copies of the GEMMs' operands
-// ---------------------------------------------------------------------------------------------
-
-constexpr int kRoundThreads = 256;  // threads per block of the rounding kernel
-
-/// `value` rounded to nearest (ties to even) in Element, __half or __nv_bfloat16.
-template <typename Element>
-__device__ Element to_16_bits(float value) {
-  if constexpr (std::is_same_v<Element, __half>)
-    return __float2half_rn(value);
-  else
-    return __float2bfloat16_rn(value);
-}
-
-/// out[i] = in[i] in 16 bits for i < n (grid-stride): a GEMM operand.
-template <typename Element>
-__global__ void round_kernel(const float* in, Element* out, std::size_t n) {
-  const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
-  for (std::size_t i = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
-       i += stride)
-    out[i] = to_16_bits<Element>(in[i]);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -481,16 +457,10 @@ class PersistentTraining final : public TrainingStage {
                               CUBLAS_GEMM_DEFAULT));
   }
 
-  /// out[i] = in[i] rounded to the 16-bit type, i < n, on `stream`.
+  /// out[i] = in[i] rounded to the stage's 16-bit type, i < n, on `stream` (the harness's
+  /// rounding kernel).
   void round_16(const float* in, std::uint16_t* out, std::size_t n, cudaStream_t stream) const {
-    const int blocks =
-        static_cast<int>(std::min<std::size_t>(ceil_div<std::size_t>(n, kRoundThreads), 1024));
-    if (precision() == Precision::kBf16)
-      round_kernel<<<blocks, kRoundThreads, 0, stream>>>(in, reinterpret_cast<__nv_bfloat16*>(out),
-                                                         n);
-    else
-      round_kernel<<<blocks, kRoundThreads, 0, stream>>>(in, reinterpret_cast<__half*>(out), n);
-    CUDA_CHECK(cudaGetLastError());
+    round_to_16_bits(in, out, n, precision(), stream);
   }
 
   /// On the operands' stream, from the backward's start: the 16-bit copies the weight gradients
