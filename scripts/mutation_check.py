@@ -203,6 +203,17 @@ MUTATIONS = [
      "stages/forward/21_input_parts_by_gate_row/kernel.cuh",
      "input_t + (first_unit + pj) * row_stride + first_row + pb;",
      "input_t + (first_row + pb) * row_stride + first_unit + pj;", "gpu"),
+    # ---- issue 23: training 25_graphs_of_a_pass, the pass as two CUDA graphs
+    # (the test that catches it: Tensors.APassWithOtherTensorsThanPreparedUsesThem).
+    ("gpu", "training 25 records its forward graph once, never again for other tensors",
+     "stages/training/25_graphs_of_a_pass/stage.cu",
+     "    if (!same_tensors(t, forward_graph_.tensors))\n",
+     "    if (!forward_graph_.exec)\n", "gpu", "training_25_graphs_of_a_pass"),
+    ("gpu", "training 25 takes tensors of the same size for the same tensors",
+     "stages/training/25_graphs_of_a_pass/stage.cu",
+     "    return a.size == b.size && a.x == b.x && a.h0 == b.h0",
+     "    return a.size == b.size || a.x == b.x && a.h0 == b.h0", "gpu",
+     "training_25_graphs_of_a_pass"),
     ("gpu", "training stage 00 drops the forget gate from dc_{t-1}",
      "stages/training/00_naive/stage.cu", "  dc_rec[index] = dc[index] * forget_gate[index];",
      "  dc_rec[index] = dc[index];", "gpu", "training_00_naive"),

@@ -271,6 +271,28 @@ TEST(PartialSums, ASecondPassWithOtherGradientsIsRight) {
 }
 #endif
 
+// A pass may come with other tensors than the ones prepare() saw (same size): it must read and
+// write those (a stage that records its pass as a graph records it again).
+TEST(Tensors, APassWithOtherTensorsThanPreparedUsesThem) {
+  SKIP_WITHOUT_GPU();
+  const ProblemSize size{40, 24, 3, 5, 2};
+  const LstmParams prepared_params = generate_params(size, 11),
+                   other_params = generate_params(size, 12);
+  const UpstreamGradients prepared_upstream = generate_upstream(size, 13),
+                          other_upstream = generate_upstream(size, 14);
+  DeviceProblem prepared(prepared_params, &prepared_upstream), other(other_params, &other_upstream);
+  std::unique_ptr<Stage> stage = make();
+  ASSERT_EQ(prepare_stage(*stage, prepared), "");
+  cudaStream_t stream;
+  CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  run_for_check(*stage, prepared, stream);
+  const std::vector<OutputTensor> outputs = run_for_check(*stage, other, stream);
+  CUDA_CHECK(cudaStreamDestroy(stream));
+  const CheckReport report =
+      testing::check_against_reference(*stage, other_params, outputs, &other_upstream);
+  EXPECT_TRUE(report.passed()) << report.describe();
+}
+
 TEST(Limits, TooLargeHiddenIsRefusedBeforeLaunchSayingWhatFits) {
   SKIP_WITHOUT_GPU();
   cudaDeviceProp prop{};
