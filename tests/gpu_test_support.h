@@ -79,6 +79,22 @@ inline std::vector<OutputTensor> run_twice(Stage& stage, const LstmParams& param
   return first;
 }
 
+/// Prepares `stage` for `first`, runs a pass on it, then one on `second` (a problem of the same
+/// size, other tensors or other values) and returns the second pass's outputs: a pass must read
+/// and write its own tensors, whatever prepare() or an earlier pass saw. Empty if refused.
+inline std::vector<OutputTensor> run_second_pass(Stage& stage, DeviceProblem& first,
+                                                 DeviceProblem& second) {
+  const std::string refused = prepare_stage(stage, first);
+  EXPECT_EQ(refused, "");
+  if (!refused.empty()) return {};
+  cudaStream_t stream;
+  CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  run_for_check(stage, first, stream);
+  std::vector<OutputTensor> outputs = run_for_check(stage, second, stream);
+  CUDA_CHECK(cudaStreamDestroy(stream));
+  return outputs;
+}
+
 /// Runs the CPU reference for `stage`'s kind and checks `outputs` against it with the stage's
 /// bounds.
 inline CheckReport check_against_reference(const Stage& stage, const LstmParams& params,

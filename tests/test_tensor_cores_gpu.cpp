@@ -149,12 +149,7 @@ TEST(TensorCoresTensors, APassWithOtherTensorsThanPreparedUsesThem) {
   quantize_problem(stage->precision(), prepared_params);
   quantize_problem(stage->precision(), other_params);
   DeviceProblem prepared(prepared_params), other(other_params);
-  ASSERT_EQ(prepare_stage(*stage, prepared), "");
-  cudaStream_t stream;
-  CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-  run_for_check(*stage, prepared, stream);
-  const std::vector<OutputTensor> outputs = run_for_check(*stage, other, stream);
-  CUDA_CHECK(cudaStreamDestroy(stream));
+  const std::vector<OutputTensor> outputs = testing::run_second_pass(*stage, prepared, other);
   const CheckReport report = testing::check_against_reference(*stage, other_params, outputs);
   EXPECT_TRUE(report.passed()) << report.describe();
 }

@@ -259,12 +259,7 @@ TEST(PartialSums, ASecondPassWithOtherGradientsIsRight) {
   const UpstreamGradients second_upstream = generate_upstream(size, 9);
   DeviceProblem first(params, &first_upstream), second(params, &second_upstream);
   std::unique_ptr<Stage> stage = make();
-  ASSERT_EQ(prepare_stage(*stage, first), "");
-  cudaStream_t stream;
-  CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-  run_for_check(*stage, first, stream);
-  const std::vector<OutputTensor> outputs = run_for_check(*stage, second, stream);
-  CUDA_CHECK(cudaStreamDestroy(stream));
+  const std::vector<OutputTensor> outputs = testing::run_second_pass(*stage, first, second);
   const CheckReport report =
       testing::check_against_reference(*stage, params, outputs, &second_upstream);
   EXPECT_TRUE(report.passed()) << report.describe();
@@ -282,12 +277,7 @@ TEST(Tensors, APassWithOtherTensorsThanPreparedUsesThem) {
                           other_upstream = generate_upstream(size, 14);
   DeviceProblem prepared(prepared_params, &prepared_upstream), other(other_params, &other_upstream);
   std::unique_ptr<Stage> stage = make();
-  ASSERT_EQ(prepare_stage(*stage, prepared), "");
-  cudaStream_t stream;
-  CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-  run_for_check(*stage, prepared, stream);
-  const std::vector<OutputTensor> outputs = run_for_check(*stage, other, stream);
-  CUDA_CHECK(cudaStreamDestroy(stream));
+  const std::vector<OutputTensor> outputs = testing::run_second_pass(*stage, prepared, other);
   const CheckReport report =
       testing::check_against_reference(*stage, other_params, outputs, &other_upstream);
   EXPECT_TRUE(report.passed()) << report.describe();

@@ -172,12 +172,7 @@ TEST(TrainingTensorCoresTensors, APassWithOtherTensorsThanPreparedUsesThem) {
     quantize_problem(stage->precision(), other_params, &other_upstream);
     DeviceProblem prepared(prepared_params, &prepared_upstream),
         other(other_params, &other_upstream);
-    ASSERT_EQ(prepare_stage(*stage, prepared), "");
-    cudaStream_t stream;
-    CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-    run_for_check(*stage, prepared, stream);
-    const std::vector<OutputTensor> outputs = run_for_check(*stage, other, stream);
-    CUDA_CHECK(cudaStreamDestroy(stream));
+    const std::vector<OutputTensor> outputs = testing::run_second_pass(*stage, prepared, other);
     const CheckReport report =
         testing::check_against_reference(*stage, other_params, outputs, &other_upstream);
     EXPECT_TRUE(report.passed()) << precision << "\n" << report.describe();
