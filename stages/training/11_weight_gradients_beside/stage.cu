@@ -6,26 +6,7 @@
  * gradient W_ihᵀ · dz is needed by the layer below; the weight and bias gradients (two GEMMs and
  * a GEMV over all T*B columns) go to a second stream and run on the SMs the next recurrence's
  * blocks leave free. Two dz buffers, alternating by layer, let them read a layer's dz while the
- * next layer writes its own; two events order the streams. Stage 07's description, kept:
- *
- * What this stage adds to training stage 06: backward_kernel.cuh stages dz (forward stage 10's
- * chunks, applied to the backward), its product reads dz from shared memory with every lane at
- * work for one or two batch rows per block, and plan.cpp sizes the chunks. Training stage 06's
- * parts, all kept:
- *   1. kernel_registers.cuh and kernel.cuh: forward stage 12's two persistent kernels
- *      (W_hh in registers for B <= 8, in shared memory otherwise; its planner chooses), which
- *      also keep the activated gates, c and h of every step in the stash the backward reads.
- *   2. backward_kernel.cuh: the backward recurrence of a layer, all T steps in one cooperative
- *      launch. Block (u, g) holds the 4H x J weights W_hh[:, its units] in shared memory, does
- *      the cell's backward of its units and publishes their dz_t into a per-step slot filled
- *      with the sentinel; every block of the group reads all of dz_t for its rows, polling each
- *      value it reads, and computes dh_rec = W_hhᵀ · dz_t for its units. dz stays in global
- *      memory for the weight gradients.
- *   3. After each layer's backward, as in stages 01-05: the input gradient W_ihᵀ · dz and the
- *      weight gradients of all steps as single cuBLAS GEMMs. The layers run one after another
- *      (no wavefront yet).
- *   4. plan.h/plan.cpp: what fits on chip and how the blocks are spread, from the device's limits;
- *      a shape that does not fit is refused with the reason and the largest H that fits.
+ * next layer writes its own; two events order the streams.
  *
  * The lesson, the mapping, the costs, the prediction and the measurement: README.md beside this
  * file. Host code here; the kernels in kernel_registers.cuh, kernel.cuh and

@@ -7,18 +7,7 @@
  * What this stage adds to training stage 07: backward_kernel.cuh keeps the rows of W_hh of its
  * units (the forward's slice) instead of the columns, publishes tagged partial sums into two
  * alternating slots instead of dz into a slot per step, and gathers; plan.cpp sizes it; the pass
- * clears the partial sums once instead of filling dz with the sentinel per layer. Training stage
- * 06's parts, otherwise kept:
- *   1. kernel_registers.cuh and kernel.cuh: forward stage 12's two persistent kernels
- *      (W_hh in registers for B <= 8, in shared memory otherwise; its planner chooses), which
- *      also keep the activated gates, c and h of every step in the stash the backward reads.
- *   2. backward_kernel.cuh: the backward recurrence of a layer, all T steps in one cooperative
- *      launch (this stage's form: above). dz stays in global memory for the weight gradients.
- *   3. After each layer's backward, as in stages 01-05: the input gradient W_ihᵀ · dz and the
- *      weight gradients of all steps as single cuBLAS GEMMs. The layers run one after another
- *      (no wavefront yet).
- *   4. plan.h/plan.cpp: what fits on chip and how the blocks are spread, from the device's limits;
- *      a shape that does not fit is refused with the reason and the largest H that fits.
+ * clears the partial sums once instead of filling dz with the sentinel per layer.
  *
  * The lesson, the mapping, the costs, the prediction and the measurement: README.md beside this
  * file. Host code here; the kernels in kernel_registers.cuh, kernel.cuh and
