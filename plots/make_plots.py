@@ -301,7 +301,7 @@ def errorbar(ax, xs, runs, key, **kw):
     return ax.errorbar(xs, ys, yerr=[[y - v for y, v in zip(ys, low)],
                                      [v - y for y, v in zip(ys, high)]], capsize=2, **kw)
 
-def sweep_stages(runs, last=SWEEP_LAST, earlier=True):
+def sweep_stages(runs, last=SWEEP_LAST):
     """{(stage, precision)} that a sweep draws: each precision's `last` stages and its fastest
     earlier one (geometric mean over the points where no earlier one was refused)."""
     shown = set()
@@ -309,7 +309,7 @@ def sweep_stages(runs, last=SWEEP_LAST, earlier=True):
         mine = [r for r in runs if r.precision == p and is_stage(r.impl)]
         names = sorted({r.impl for r in mine}, key=stage_number)
         shown |= {(n, p) for n in names[-last:]}
-        if earlier and (older := names[:-last]):
+        if older := names[:-last]:
             fine = {r.shape for r in mine} - {r.shape for r in mine if r.error and r.impl in older}
             shown.add((min(older, key=lambda n: statistics.geometric_mean(
                 [r.us for r in mine if r.impl == n and r.shape in fine] or [math.inf])), p))
@@ -416,15 +416,10 @@ def figure_training_sweeps(res):
     return sweep_figure(res, panels, "LSTM training pass (forward with stash and backward): "
                         f"time per step ({fixed_sizes(batch)})")
 
-def figure_persistent(res, kind="forward"):
-    return against_cudnn(res, kind, "batch_sweep", f"The last {kind} stage of each precision "
-                         "against cuDNN", lambda runs: sweep_stages(runs, 1, earlier=False))
 def figure_persistent_steps(res):
     return against_cudnn(res, "forward", "batch_sweep", "The persistent forward stages against "
                          "cuDNN", lambda runs: {(r.impl, r.precision) for r in runs
                                                  if stage_number(r.impl) >= FIRST_PERSISTENT})
-def figure_training_persistent(res):
-    return figure_persistent(res, "training")
 
 def bar_panel(ax, runs, values, texts, tops=None, **kw):
     """A bar per run (`values`: (median, min, max)), labelled on a white box above `tops`."""
@@ -558,9 +553,8 @@ def figure_error_vs_seq(res):
     return fig
 
 FIGURES = {f"{name}.png": globals()[f"figure_{name}"] for name in (  # name.png: figure_name()
-    "canonical", "batch_sweep", "persistent", "persistent_steps", "hidden_sweep",
-    "fp32_fraction", "training_canonical", "training_sweeps", "training_persistent",
-    "error_vs_seq")}
+    "canonical", "batch_sweep", "persistent_steps", "hidden_sweep", "fp32_fraction",
+    "training_canonical", "training_sweeps", "error_vs_seq")}
 
 def scaling_points(folder):
     """scaling.jsonl (scripts/scaling.sh): {('strong', global B) or ('weak', B per GPU): {G: median
@@ -601,10 +595,6 @@ def figure_scaling(res):  # speedup over one GPU against G, beside the ideal lin
     return fig
 
 OPTIONAL_FIGURES = {"scaling.png": figure_scaling}  # drawn where their file is, else said
-
-@dataclass
-class FolderOnly:  # what an optional figure reads of a results folder that has no bench.json
-    folder: Path
 
 # --- Tables and paragraphs (README.md, stages/*/*/README.md, the notebook) -------------------
 
@@ -751,12 +741,12 @@ def readme_sections(res, root):
             sections[(readme, marker)] = table(res)
         except MissingData as why:
             sections[(readme, marker)] = f"Not measured yet: {why}."
+    barriers, errors = barrier_table(res), error_table(res)  # where a stage's README has them
     for path in sorted(Path(root).glob("stages/*/*/README.md")):
         stage = f"{path.parent.parent.name}/{path.parent.name}"
         sections[(path, "stage-result")] = stage_paragraph(res, stage)
         sections[(path, "stage-batch-sweep")] = stage_batch_sweep(res, stage)
-        sections[(path, "grid-barrier")] = barrier_table(res)
-        sections[(path, "error-vs-seq")] = error_table(res)
+        sections[(path, "grid-barrier")], sections[(path, "error-vs-seq")] = barriers, errors
     return sections
 
 def replace_sections(sections):
@@ -793,13 +783,12 @@ def main(argv=None):
         return 1
     # Every figure where bench.json is; the optional ones alone where only their file is (the
     # results of a multi-GPU host, say).
-    only_optional = {folder: FolderOnly(folder) for folder in sorted(results.iterdir())
-                     if folder.is_dir() and folder not in loaded
-                     and (folder / "scaling.jsonl").is_file()}
-    for folder, res in {**loaded, **only_optional}.items():
+    for folder in sorted(f for f in results.iterdir()
+                         if f in loaded or (f / "scaling.jsonl").is_file()):
         out = Path(args.out) / folder.name if args.out else folder / "plots"
         out.mkdir(parents=True, exist_ok=True)
-        figures = OPTIONAL_FIGURES if folder in only_optional else {**FIGURES, **OPTIONAL_FIGURES}
+        res = loaded.get(folder) or Results(folder)
+        figures = {**FIGURES, **OPTIONAL_FIGURES} if folder in loaded else OPTIONAL_FIGURES
         for name, figure in figures.items():
             try:
                 figure(res).savefig(out / name, dpi=DPI, metadata={"Software": None})
