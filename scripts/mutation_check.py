@@ -465,6 +465,14 @@ MUTATIONS = [
      "stages/training/24_partial_sums_on_an_mbarrier/plan.cpp",
      "constexpr double kClusterExchange = 3700;", "constexpr double kClusterExchange = 4600;",
      "gpu"),
+    # ---- training stage 26 (the forward's input parts stored (4H, T, B), forward 21's lesson)
+    ("gpu", "training 26 reads gate q's input part one unit further on instead of q * H rows on",
+     "stages/training/26_input_parts_by_gate_row/kernel.cuh", "in + q * H * row_stride);",
+     "in + q * row_stride);", "gpu"),
+    ("gpu", "training 26 reads the input parts by batch row, stage 24's order, from the new layout",
+     "stages/training/26_input_parts_by_gate_row/kernel.cuh",
+     "input_t + (first_unit + pj) * row_stride + first_row + pb;",
+     "input_t + (first_row + pb) * row_stride + first_unit + pj;", "gpu"),
     # ---- training stage 09 (the small-batch backward keeps W_hh's columns in registers)
     ("gpu", "training stage 09 loads the four gate rows of a row quad's weights from its first row",
      "stages/training/09_backward_registers/backward_registers.cuh",
