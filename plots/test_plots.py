@@ -148,7 +148,7 @@ class Tables(Case):
                          "PyTorch 0.0.0-synthetic from "
                          "`plots/testdata/synthetic/synthetic-gpu/pytorch.jsonl`.")
 
-    def test_persistent_stages_and_the_last_stage_come_from_the_data(self):
+    def test_persistent_stages_come_from_the_data(self):
         table = mp.persistent_table(self.res)
         names = [line.split("|")[1].strip() for line in table.splitlines()[2:]
                  if line.startswith("| forward/")]
