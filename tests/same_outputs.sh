@@ -26,21 +26,21 @@ for side in 0 1; do  # stage 0 dumps into $dir/0, stage 1 into $dir/1
     exit 1
   fi
 done
-files() { (cd "$1" && find . -type f | sed 's|^\./||' | LC_ALL=C sort); }
-if [ "$(files "$dir/0")" != "$(files "$dir/1")" ]; then
-  echo "same_outputs: FAILED: the stages dumped different files: $(files "$dir/0" | tr '\n' ' ')" \
-    "against $(files "$dir/1" | tr '\n' ' ')"
+files() { (cd "$1" && find . -type f | sed 's|^\./||' | LC_ALL=C sort | tr '\n' ' '); }
+dumped=$(files "$dir/0")
+if [ "$dumped" != "$(files "$dir/1")" ]; then
+  echo "same_outputs: FAILED: the stages dumped different files: $dumped against $(files "$dir/1")"
   exit 1
 fi
+differ=()
+for name in $dumped; do
+  cmp -s "$dir/0/$name" "$dir/1/$name" || differ+=("$name")
+done
 for name in y.npy hy.npy cy.npy; do
   [ -f "$dir/0/$name" ] || { echo "same_outputs: FAILED: no $name dumped"; exit 1; }
 done
-differ=()
-while IFS= read -r name; do
-  cmp -s "$dir/0/$name" "$dir/1/$name" || differ+=("$name")
-done < <(files "$dir/0")
 if ((${#differ[@]})); then
   echo "same_outputs: FAILED: not bit for bit the same: ${differ[*]}"
   exit 1
 fi
-echo "same_outputs: the same, byte for byte: $(files "$dir/0" | tr '\n' ' ')"
+echo "same_outputs: the same, byte for byte: $dumped"
