@@ -110,7 +110,9 @@ TEST(DataParallelRefusals, MoreGpusThanVisible) {
 
 TEST(DataParallelRefusals, MoreGpusThanBatchRows) {
   SKIP_WITHOUT_GPU();
-  if (visible_gpus() < 2) GTEST_SKIP() << "needs 2 GPUs to split 1 batch row over; 1 visible";
+  if (visible_gpus() < 2)
+    GTEST_SKIP() << "needs 2 GPUs to split 1 batch row over; " << visible_gpus()
+                 << " visible here: not run";
   EXPECT_EQ(refusal(ProblemSize{16, 16, 1, 2, 1}, {"--gpus", "2"}),
             "--gpus 2 splits a batch of 1 rows: every GPU needs at least one row (at most "
             "--gpus 1)");
