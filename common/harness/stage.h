@@ -97,6 +97,10 @@ class Stage {
   }
 
   /// One-time work outside the timed region: handles, streams, workspaces, weight re-layouts.
+  /// A stage may keep its own copy of the weights made here (re-laid out, rounded to 16 bits),
+  /// as cuDNN keeps its weight space, and make it again when a pass brings other weight
+  /// tensors; a caller that changes the weights' values in place (an optimizer step) calls
+  /// prepare() again before the next pass.
   /// \throws UnsupportedError if the size turns out not to be supported.
   virtual void prepare(const DeviceTensors& tensors) = 0;
 
