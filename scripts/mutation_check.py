@@ -473,6 +473,16 @@ MUTATIONS = [
      "stages/training/26_input_parts_by_gate_row/kernel.cuh",
      "input_t + (first_unit + pj) * row_stride + first_row + pb;",
      "input_t + (first_row + pb) * row_stride + first_unit + pj;", "gpu"),
+    # ---- training stage 27 (stage 26's pass as two CUDA graphs; the test that catches it:
+    # TrainingTensorCoresTensors.APassWithOtherTensorsThanPreparedUsesThem)
+    ("gpu", "training 27 records its backward graph once, never again for other tensors",
+     "stages/training/27_graphs_of_a_16_bit_pass/stage.cu",
+     "    if (!same_tensors(t, backward_graph_.tensors))\n",
+     "    if (!backward_graph_.exec)\n", "gpu"),
+    ("gpu", "training 27 takes tensors of the same size for the same tensors",
+     "stages/training/27_graphs_of_a_16_bit_pass/stage.cu",
+     "    return a.size == b.size && a.x == b.x && a.h0 == b.h0",
+     "    return a.size == b.size || a.x == b.x && a.h0 == b.h0", "gpu"),
     # ---- training stage 09 (the small-batch backward keeps W_hh's columns in registers)
     ("gpu", "training stage 09 loads the four gate rows of a row quad's weights from its first row",
      "stages/training/09_backward_registers/backward_registers.cuh",
