@@ -159,7 +159,6 @@ class PersistentStage final : public Stage {
     // FP32 sums: cublasGemmEx with CUBLAS_COMPUTE_32F on 16-bit inputs, FP32 results.
     CUBLAS_CHECK(cublasSetMathMode(cublas_, CUBLAS_DEFAULT_MATH));
     cublas_workspace_.allocate(kCublasWorkspaceBytes);
-    CUBLAS_CHECK(cublasSetWorkspace(cublas_, cublas_workspace_.data(), kCublasWorkspaceBytes));
     input_part_.allocate(kGates * sequence);
     for (int i = 0; i < std::min(s.layers - 1, 2); ++i)
       layer_outputs_[i].allocate(sequence);
@@ -234,6 +233,8 @@ class PersistentStage final : public Stage {
     const float one = 1.0f, zero = 0.0f;
     const cudaDataType_t type_16 = flags_.precision == Precision::kBf16 ? CUDA_R_16BF : CUDA_R_16F;
     CUBLAS_CHECK(cublasSetStream(cublas_, stream));
+    // After the stream: setting a stream resets the handle's workspace to cuBLAS's own pool.
+    CUBLAS_CHECK(cublasSetWorkspace(cublas_, cublas_workspace_.data(), kCublasWorkspaceBytes));
     for (std::size_t n = 0; n < network_.launches.size(); ++n) {
       const LayerLaunch& launch = network_.launches[n];
       const Plan& plan = launch.layers.front();

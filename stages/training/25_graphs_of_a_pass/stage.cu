@@ -158,9 +158,9 @@ class PersistentTraining final : public TrainingStage {
                                     static_cast<int>(plan_.backward.shared_bytes)));
     CUBLAS_CHECK(cublasCreate(&cublas_));
     CUBLAS_CHECK(cublasSetMathMode(cublas_, CUBLAS_DEFAULT_MATH));  // FP32 FMA, never TF32
-    // A graph must not allocate: every handle gets a workspace of its own, recorded with it.
+    // A graph must not allocate: every handle gets a workspace of its own, recorded with it
+    // (cublas_'s is set where its stream is, in the passes).
     cublas_workspaces_.allocate((kTailStreams + 1) * kCublasWorkspaceBytes);
-    CUBLAS_CHECK(cublasSetWorkspace(cublas_, cublas_workspaces_.data(), kCublasWorkspaceBytes));
     // The weight and bias gradients' own streams, a handle each (a handle's workspace serves one
     // stream at a time) and the events that order the streams.
     for (int i = 0; i < kTailStreams; ++i) {
@@ -222,6 +222,8 @@ class PersistentTraining final : public TrainingStage {
     const std::size_t slot = static_cast<std::size_t>(plan.batch_groups) * H * plan.padded_batch;
     const float one = 1.0f, zero = 0.0f;
     CUBLAS_CHECK(cublasSetStream(cublas_, stream));
+    // After the stream: setting a stream resets the handle's workspace to cuBLAS's own pool.
+    CUBLAS_CHECK(cublasSetWorkspace(cublas_, cublas_workspaces_.data(), kCublasWorkspaceBytes));
     for (int l = 0; l < s.layers; ++l) {
       Layer& kept = layers_[l];
       const int input_size = s.layer_input_size(l);
@@ -293,6 +295,8 @@ class PersistentTraining final : public TrainingStage {
     const float one = 1.0f, zero = 0.0f;
     const BackwardPlan& plan = plan_.backward;
     CUBLAS_CHECK(cublasSetStream(cublas_, stream));
+    // After the stream: setting a stream resets the handle's workspace to cuBLAS's own pool.
+    CUBLAS_CHECK(cublasSetWorkspace(cublas_, cublas_workspaces_.data(), kCublasWorkspaceBytes));
     for (int l = s.layers - 1; l >= 0; --l) {
       const Layer& kept = layers_[l];
       const int input_size = s.layer_input_size(l);
