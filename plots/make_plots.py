@@ -1,14 +1,11 @@
 #!/usr/bin/env python3
 """Draws the figures and rewrites the generated README sections from results/<gpu>/.
 
-Reads each results/<gpu>/ with a bench.json: bench.json, bench_training.json (Google Benchmark JSON
-from build/bin/lstm_bench), pytorch.jsonl (baselines/pytorch/lstm_pytorch.py), canonical.jsonl
-(checked runs: the check a stage section quotes) and error_vs_seq.jsonl (scripts/error_vs_seq.sh:
-y's error against T; optional, like all but bench.json). Only "iteration" entries are read, grouped
-by run_name (--benchmark_repetitions=N gives N): a time is the MEDIAN of the repetitions'
-median_ms; error bars span their min to max. Stages come from the data. Writes the FIGURES into
-<gpu>/plots/ (OUT/<gpu>/ with --out) and, unless --no-readmes, the sections of readme_sections()
-from --readme-gpu. Bad input writes nothing and exits 1.
+Reads each results/<gpu>/ with a bench.json: it, bench_training.json (Google Benchmark JSON of
+lstm_bench), pytorch.jsonl, canonical.jsonl (checked runs) and error_vs_seq.jsonl (all optional
+but bench.json). A time is the MEDIAN of the repetitions' median_ms; error bars span their min to
+max. Writes the FIGURES into <gpu>/plots/ (OUT/<gpu>/ with --out) and, unless --no-readmes, the
+sections of readme_sections() from --readme-gpu. Bad input writes nothing and exits 1.
 """
 import argparse
 import json
@@ -36,7 +33,6 @@ FIRST_PERSISTENT = 7  # the forward stages numbered 07 and up are the persistent
 SWEEP_LAST = 4  # batch_sweep, hidden_sweep: the last 4 stages of each precision (sweep_stages())
 TABLE_POINTS = ((512, 1), (1024, 4))  # (H, B): the persistent table's batch-sweep columns
 DPI = 110
-
 
 class InputError(Exception):
     """Missing or malformed input; the message names the file."""
@@ -141,8 +137,8 @@ def read_pytorch(path, res):  # the last record of each shape, kind and precisio
     for where, rec in read_json(path, lines=True):
         shape = tuple(int(number(rec, key, where)) for key in SIZES)
         rep = {k: number(rec, k, where) for k in ("tflops", "us_per_step_layer")}
-        rep.update({f"{s}_ms": number(rec.get("ms"), s, f"{where}: ms") for s in ("median",
-                                                                                "min", "max")})
+        for s in ("median", "min", "max"):
+            rep[f"{s}_ms"] = number(rec.get("ms"), s, f"{where}: ms")
         for phase, times in (rec.get("phases") or {}).items():
             rep[f"{phase}_ms"] = number(times, "median", f"{where}: phases.{phase}")
         kind, precision = rec.get("kind", "forward"), rec.get("precision", rec.get("dtype", "fp32"))
@@ -278,7 +274,6 @@ def provenance(res, runs):
 BAR, BACKWARD, PYTORCH_COLOR = "#4878a8", "#dd8452", "tab:red"
 PALETTE = [c for i, c in enumerate(colormaps["tab10"].colors) if i not in (3, 7)]  # no red, grey
 MARKERS = ("o", "s", "^", "v", "D", "P", "X", "*", "h", "<", ">", "p")
-CUDNN_MARKER = dict(zip(CUDNN, "s^D"))  # which algorithm is cuDNN's fastest at a point
 
 def style(line, i, precision):  # a panel's i-th line: cuDNN's fastest, PyTorch or a stage
     if line == "cuDNN":
@@ -316,9 +311,8 @@ def sweep_stages(runs, last=SWEEP_LAST):
     return shown
 
 def refusals(panels):
-    """What the bench refused, a sentence per place and reason: 'Not supported at H=2048 (why):
-    forward 09-16, cuDNN persist_static.', naming precisions where not all of them are refused;
-    'Failed at ...' for what ran and failed."""
+    """A sentence per place and reason of what the bench refused ('Not supported at H=2048 (why):
+    forward 09-16, cuDNN persist_static.', precisions named where not all are) or ran and failed."""
     said, every = {}, {r.precision for p in panels for r in p[1]}
     for name, panel, x, xlabel in panels:
         bad = {}  # an implementation (a stage's FP16 and BF16 twins as one) -> its refused runs
@@ -326,10 +320,9 @@ def refusals(panels):
             bad.setdefault(display(r.impl).removesuffix("_" + r.precision), []).append(r)
         for impl, runs in bad.items():
             where = f"{xlabel[-1]}={', '.join(f'{v:g}' for v in sorted({x(r) for r in runs}))}"
-            why, ps = runs[0].error.removeprefix("unsupported: ").split(": ")[0], {
-                r.precision for r in runs}
-            said.setdefault((runs[0].outcome, ", ".join(filter(None, (name, where))), why),
-                            []).append(
+            why = runs[0].error.removeprefix("unsupported: ").split(": ")[0]
+            ps, place = {r.precision for r in runs}, ", ".join(filter(None, (name, where)))
+            said.setdefault((runs[0].outcome, place, why), []).append(
                 impl if is_stage(impl) or ps == every else
                 f"{impl} in {', '.join(p.upper() for p in RANK if p in ps)}")
     verb = {"unsupported": "Not supported", "failed": "Failed"}
@@ -344,9 +337,8 @@ def spans(names):  # [forward/09_a, forward/10_b, forward/11_c, cuDNN x]: 'forwa
                      + [s for s in names if not is_stage(s)])
 
 def sweep_figure(res, panels, title, lead=""):
-    """µs per step, log-log: a row per precision, in it a panel per (title, runs, x, x label)
-    with a line per stage, PyTorch and cuDNN's fastest algorithm at each point (its marker
-    there); what was refused named under it; same x label, same y."""
+    """µs per step, log-log: a row per precision, a panel per (title, runs, x, x label), a line per
+    stage, PyTorch and cuDNN's fastest (algorithm marked); refusals below; same x label, same y."""
     runs = [r for p in panels for r in p[1]]
     precisions = sorted({r.precision for r in runs}, key=RANK.get)
     fig = new_figure(res, runs, title, (5.6 + 4.3 * len(panels), 2 + 3.3 * len(precisions)),
@@ -370,7 +362,7 @@ def sweep_figure(res, panels, title, lead=""):
                 if ok:
                     errorbar(ax, [x(r) for r in ok], ok, "us_per_step_layer",
                              **style(impl, i, precision))
-                for algo, marker in CUDNN_MARKER.items() if impl == "cuDNN" else ():  # its mark
+                for algo, marker in zip(CUDNN, "s^D") if impl == "cuDNN" else ():  # its mark
                     at = [r for r in ok if algorithm(r.impl) in (algo, f"{algo}_{precision}")]
                     ax.errorbar([x(r) for r in at], [r.us for r in at], linestyle="none",
                                 marker=marker, markersize=8, color="black",
@@ -431,12 +423,10 @@ def bar_panel(ax, runs, values, texts, tops=None, **kw):
         ax.annotate("not\nsupported" if run.error else text, (x, top), xytext=(0, 3), zorder=5,
                     textcoords="offset points", ha="center", va="bottom", fontsize=8,
                     rotation=90 * narrow, bbox=dict(fc="white", ec="none", pad=0.3))
-    ax.set_xticks(range(len(runs)), [(r.impl.split("/")[-1].replace("_", " ") if is_stage(r.impl)
-                                      else display(r.impl))
-                                     + f" ({r.precision.upper()})" * (r.precision != "fp32")
-                                     for r in runs],
-                  rotation=90 if narrow else 30, ha="center" if narrow else "right",
-                  rotation_mode="default" if narrow else "anchor", fontsize=8.5)
+    labels = [(r.impl.split("/")[-1].replace("_", " ") if is_stage(r.impl) else display(r.impl))
+              + f" ({r.precision.upper()})" * (r.precision != "fp32") for r in runs]
+    ax.set_xticks(range(len(runs)), labels, ha="center" if narrow else "right", fontsize=8.5,
+                  rotation=90 if narrow else 30, rotation_mode="default" if narrow else "anchor")
     ax.grid(axis="y", alpha=0.3)
     ax.set_axisbelow(True)
 
@@ -483,8 +473,7 @@ def figure_canonical(res):
 def figure_training_canonical(res):
     fig, ax, runs, _ = canonical_figure(res, "training", "LSTM training pass (forward with "
                                         "stash, then backward)", (15, 7))
-    forward, backward = ([r.med(k) or 0 for r in runs]
-                         for k in ("forward_ms", "backward_ms"))
+    forward, backward = ([r.med(k) or 0 for r in runs] for k in ("forward_ms", "backward_ms"))
     hatch = dict(hatch=["" if is_stage(r.impl) else "///" for r in runs], ec="white", lw=0)
     ax.bar(range(len(runs)), backward, bottom=forward, width=0.7, color=BACKWARD,
            label="backward (median)", **hatch)
@@ -557,8 +546,7 @@ FIGURES = {f"{name}.png": globals()[f"figure_{name}"] for name in (  # name.png:
     "training_canonical", "training_sweeps", "error_vs_seq")}
 
 def scaling_points(folder):
-    """scaling.jsonl (scripts/scaling.sh): {('strong', global B) or ('weak', B per GPU): {G: median
-    ms}} of multigpu/00_data_parallel's records; the last record of a point wins."""
+    """scaling.jsonl's {('strong', global B) or ('weak', B per GPU): {G: median ms}}; last wins."""
     path = Path(folder) / "scaling.jsonl"
     if not path.is_file():
         raise MissingData(f"no scaling.jsonl in {rel(folder)}")
@@ -575,17 +563,15 @@ def figure_scaling(res):  # speedup over one GPU against G, beside the ideal lin
     points = scaling_points(res.folder)
     fig = Figure(figsize=(11, 4.8), layout="constrained")
     for ax, kind in zip(fig.subplots(1, 2), ("strong", "weak")):
-        top = 1
-        for _, batch in sorted(k for k in points if k[0] == kind):
-            by_gpus = points[(kind, batch)]
-            if 1 not in by_gpus:
-                continue  # no one-GPU time to compare with
+        curves = [(batch, by) for (what, batch), by in sorted(points.items())
+                  if what == kind and 1 in by]  # those with a one-GPU time to compare with
+        for batch, by_gpus in curves:
             gpus = sorted(by_gpus)  # weak: G times the work, so the speedup is G·t(1)/t(G)
             ax.plot(gpus, [by_gpus[1] / by_gpus[g] * (g if kind == "weak" else 1) for g in gpus],
                     marker="o", label=f"{'global' if kind == 'strong' else 'per GPU'} B = {batch}")
-            top = max(top, gpus[-1])
+        top = max((max(by) for _, by in curves), default=1)
         ax.plot([1, top], [1, top], "k--", linewidth=1, label="ideal")
-        ax.set_xticks(sorted({g for (k, _), by_gpus in points.items() if k == kind for g in by_gpus}))
+        ax.set_xticks(sorted({g for (what, _), by in points.items() if what == kind for g in by}))
         ax.set(xlabel="GPUs G", title=f"{kind} scaling", ylabel="speedup over one GPU" + (
             " (throughput)" if kind == "weak" else ""))
         ax.grid(alpha=0.3)
@@ -593,8 +579,6 @@ def figure_scaling(res):  # speedup over one GPU against G, beside the ideal lin
     fig.suptitle("Data-parallel LSTM training (multigpu/00_data_parallel), H = 1024, L = 4, "
                  f"T = 100, from {rel(res.folder / 'scaling.jsonl')}")
     return fig
-
-OPTIONAL_FIGURES = {"scaling.png": figure_scaling}  # drawn where their file is, else said
 
 # --- Tables and paragraphs (README.md, stages/*/*/README.md, the notebook) -------------------
 
@@ -618,14 +602,12 @@ def canonical_table(res, kind):
     body = []
     for r in runs:
         best, before = cudnn_best(runs, r), previous(runs, r) if is_stage(r.impl) else None
-        name = (r.impl if is_stage(r.impl) else display(r.impl)) + " **(fastest cuDNN)**" * (
-            best is r)
+        name = display(r.impl) + " **(fastest cuDNN)**" * (best is r)
         body.append([name, r.precision.upper(), r.outcome] + ["–"] * (len(header) - 3)
                     if r.error else [name, r.precision.upper(), f"{r.ms:.3f}"]
                     + [f"{r.med(k):.3f}" if r.med(k) is not None else "–" for k in phases]
                     + [f"{r.med('tflops'):.2f}", ratio(base.ms, r.ms),
-                       ratio(before.ms, r.ms) if before else "–",
-                       ratio(r.ms, best.ms) if best else "–"])
+                       ratio(before and before.ms, r.ms), ratio(r.ms, best and best.ms)])
     return markdown(header, body, provenance(res, runs))
 
 def persistent_table(res):
@@ -635,6 +617,7 @@ def persistent_table(res):
         raise MissingData(f"no forward stage numbered {FIRST_PERSISTENT:02d} or up")
     points = [p for p in TABLE_POINTS if any((r.H, r.B) == p for r in sweep)]
     columns = [runs] + [[r for r in sweep if (r.H, r.B) == p] for p in points]
+    values = [lambda r: f"{r.ms:.3f}"] + [lambda r: f"{r.us:.1f}"] * len(points)  # per column
     body = []
     for precision in sorted({r.precision for r in runs + sweep if r.impl in stages},
                             key=lambda p: (p != "fp32", p)):
@@ -642,16 +625,13 @@ def persistent_table(res):
         for impl in stages:
             if any(here := [next((r for r in column if (r.impl, r.precision) == (impl, precision)),
                                  None) for column in columns]):
-                fastest = [f or (cudnn_best(c, r) if r else None)
-                           for f, c, r in zip(fastest, columns, here)]
+                fastest = [f or (r and cudnn_best(c, r)) for f, c, r in zip(fastest, columns, here)]
                 best = cudnn_best(runs, here[0]) if here[0] else None
-                body.append([impl, precision.upper(), cell(here[0], lambda r: f"{r.ms:.3f}")]
-                            + [cell(r, lambda r: f"{r.us:.1f}") for r in here[1:]]
-                            + [ratio(here[0].ms, best.ms) if best else "–"])
+                body.append([impl, precision.upper(), *map(cell, here, values),
+                             ratio(here[0].ms, best.ms) if best else "–"])
         body.append(["cuDNN's fastest", precision.upper(),
-                     cell(fastest[0], lambda r: f"{r.ms:.3f}", True)]
-                    + [cell(f, lambda r: f"{r.us:.1f}", True) for f in fastest[1:]]
-                    + ["1.00×" if fastest[0] else "–"])
+                     *(cell(f, value, True) for f, value in zip(fastest, values)),
+                     "1.00×" if fastest[0] else "–"])
     header = ["implementation", "precision", "canonical ms (median)", *(
         f"{step_unit(sweep)}, H={h} B={b}" for h, b in points), "canonical time ÷ cuDNN's fastest"]
     return markdown(header, body, provenance(res, [r for r in runs + sweep if r.impl in stages
@@ -698,15 +678,13 @@ def stage_batch_sweep(res, stage):
     if not mine:
         return f"Not measured yet: `{rel(res.folder)}` has no batch-sweep result of `{stage}`."
     at, hiddens = {(r.H, r.B, r.precision): r for r in mine}, sorted({r.H for r in mine})
-    body = [[str(b), p.upper()] + [c for h in hiddens for c in (
-        cell(at.get((h, b, p)), lambda r: f"{r.us:.1f}"),
-        cell(cudnn_best(runs, at[(h, b, p)]) if (h, b, p) in at else None,
-             lambda r: f"{r.us:.1f}", True))]
+    body = [[str(b), p.upper()] + [c for run in (at.get((h, b, p)) for h in hiddens) for c in (
+        cell(run, lambda r: f"{r.us:.1f}"),
+        cell(run and cudnn_best(runs, run), lambda r: f"{r.us:.1f}", True))]
         for p, b in sorted({(r.precision, r.B) for r in mine}, key=lambda k: (k[0] != "fp32", k))]
-    return markdown(["B", "precision"] + [f"H={h}: {n}" for h in hiddens
-                                          for n in (stage, "cuDNN fastest")], body,
-                    f"{step_unit(mine)} ({fixed_sizes(mine)}). " + provenance(
-                        res, [r for r in runs if r.impl == stage or is_cudnn(r.impl)]))
+    header = ["B", "precision"] + [f"H={h}: {n}" for h in hiddens for n in (stage, "cuDNN fastest")]
+    return markdown(header, body, f"{step_unit(mine)} ({fixed_sizes(mine)}). " + provenance(
+        res, [r for r in runs if r.impl == stage or is_cudnn(r.impl)]))
 
 def barrier_table(res):  # the grid-wide barrier's cost per block count (grid_sync/blocks:N)
     barriers = {int(k.split(":")[1]): run for k, run in res.other.items() if "blocks:" in k}
@@ -750,17 +728,16 @@ def readme_sections(res, root):
     return sections
 
 def replace_sections(sections):
-    """Writes each section between its markers where its file has them; returns those."""
-    texts, written = {}, []
+    """Writes each section between its markers where its file has them, and says so."""
+    texts = {}
     for (path, marker), text in sections.items():
         source = texts.setdefault(path, path.read_text())
         pattern = re.compile(rf"(<!-- {marker}:begin -->\n).*?(<!-- {marker}:end -->)", re.S)
         if pattern.search(source):
             texts[path] = pattern.sub(lambda m: m[1] + text + "\n" + m[2], source)
-            written.append((path, marker))
+            print(f"plots: rewrote {rel(path)} ({marker})")
     for path, text in texts.items():
         path.write_text(text)
-    return written
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -781,22 +758,20 @@ def main(argv=None):
     except InputError as error:
         print(f"make_plots: error: {error}", file=sys.stderr)
         return 1
-    # Every figure where bench.json is; the optional ones alone where only their file is (the
-    # results of a multi-GPU host, say).
+    # Every figure where bench.json is; scaling.png alone where only scaling.jsonl is.
     for folder in sorted(f for f in results.iterdir()
                          if f in loaded or (f / "scaling.jsonl").is_file()):
         out = Path(args.out) / folder.name if args.out else folder / "plots"
         out.mkdir(parents=True, exist_ok=True)
         res = loaded.get(folder) or Results(folder)
-        figures = {**FIGURES, **OPTIONAL_FIGURES} if folder in loaded else OPTIONAL_FIGURES
+        figures = (FIGURES if folder in loaded else {}) | {"scaling.png": figure_scaling}
         for name, figure in figures.items():
             try:
                 figure(res).savefig(out / name, dpi=DPI, metadata={"Software": None})
                 print(f"plots: wrote {rel(out / name)}")
             except MissingData as why:
                 print(f"plots: {rel(out / name)} not drawn: {why}")
-    for path, marker in replace_sections(sections):
-        print(f"plots: rewrote {rel(path)} ({marker})")
+    replace_sections(sections)
     return 0
 
 if __name__ == "__main__":
