@@ -483,6 +483,16 @@ MUTATIONS = [
      "stages/training/27_graphs_of_a_16_bit_pass/stage.cu",
      "    return a.size == b.size && a.x == b.x && a.h0 == b.h0",
      "    return a.size == b.size || a.x == b.x && a.h0 == b.h0", "gpu"),
+    # ---- training stage 28 (the forward's layers in one launch as a wavefront; the tests that
+    # catch it: the wave_* cases of TrainingTensorCores)
+    ("gpu", "training 28 arranges every layer's fragments without W_ih, as if it had input parts",
+     "stages/training/28_layers_in_one_forward_launch/stage.cu",
+     "s.hidden, plan.input_rows, plan.units_per_block,", "s.hidden, 0, plan.units_per_block,",
+     "gpu"),
+    ("gpu", "training 28 copies h0 and c0 into the stash of a launch's first layer only",
+     "stages/training/28_layers_in_one_forward_launch/stage.cu",
+     "for (int l = first; l < first + parts; ++l) {", "for (int l = first; l < first + 1; ++l) {",
+     "gpu"),
     # ---- training stage 09 (the small-batch backward keeps W_hh's columns in registers)
     ("gpu", "training stage 09 loads the four gate rows of a row quad's weights from its first row",
      "stages/training/09_backward_registers/backward_registers.cuh",

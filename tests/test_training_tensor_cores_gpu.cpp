@@ -16,7 +16,11 @@
 // (LSTM_TC_HAS_BACKWARD_CLUSTERS) the backward split over clusters of two blocks, pinned (odd H,
 // a block of padding in the last cluster, three row tiles, chunks, batch slices) and planned, and
 // the planner's choice and refusals of clusters (on the CPU), and in stage 24
-// (LSTM_TC_HAS_CLUSTER_MBARRIER: its exchange on an mbarrier) clusters at H = 768, B = 16 too. The
+// (LSTM_TC_HAS_CLUSTER_MBARRIER: its exchange on an mbarrier) clusters at H = 768, B = 16 too; in
+// stage 28 (LSTM_TC_HAS_WAVEFRONT: the forward's layers in one launch) wave_* cases with
+// --layers-per-launch pinned (L = 2 to 5, odd H, B and I, batch groups, chunks of K = 2H, batch
+// slices, two launches, one launch per layer), a refused --layers-per-launch naming the most that
+// fit, and the planner's choices at the H100's limits (on the CPU). The
 // data are rounded to the precision first, as the harness does (core/quantize.h); each case is
 // checked against the FP64 reference on every output and gradient with the precision's bounds,
 // must repeat bit for bit, and prints its measured errors ([ MEASURED ]). Also: a pass with other
@@ -35,6 +39,10 @@
 #include "harness/stage_main.h"
 #include "plan.h"
 
+#ifndef LSTM_TC_HAS_WAVEFRONT
+#define LSTM_TC_HAS_WAVEFRONT 0
+#endif
+
 namespace lstm::LSTM_STAGE_NAMESPACE {  // the stage's, as its build names it
 
 std::unique_ptr<Stage> make();       // FP16 (stage.cu)
@@ -50,42 +58,52 @@ struct Case {
   int forward_chunks = 0;  ///< how many chunks of h the forward's plan must have (0: any)
   int backward_row_tiles = 0;  ///< how many row tiles the backward's plan must have (0: any)
   int backward_cluster = 0;    ///< how many blocks the backward's clusters must have (0: any)
+  int layers_per_launch = 0;   ///< --layers-per-launch (a wavefront stage; 0: the planner's)
 };
 
 const std::vector<Case>& cases() {
   static const std::vector<Case> list = {
-      {"B1", ProblemSize{64, 64, 1, 9, 2}, ""},
-      {"B3_odd_H_I_ne_H_L3", ProblemSize{37, 19, 3, 7, 3}, ""},
-      {"L4_H_gt_I_B20", ProblemSize{96, 40, 20, 6, 4}, ""},
-      {"H1", ProblemSize{1, 3, 2, 4, 2}, ""},
-      {"T1", ProblemSize{50, 30, 5, 1, 1}, ""},
-      {"I_gt_H", ProblemSize{45, 100, 6, 5, 2}, ""},
-      {"H520_B1", ProblemSize{520, 520, 1, 6, 1}, ""},
-      {"B130_groups", ProblemSize{130, 50, 130, 4, 2}, ""},
-      {"fwd_chunks_short_last_tile16", ProblemSize{300, 50, 64, 5, 2}, "16,128,1,0", 5},
-      {"fwd_tile8_bwd_chunks_b17", ProblemSize{300, 50, 17, 4, 1}, "8,256,1,0,0,0,96"},
-      {"fwd_tile32_groups3_bwd_groups2", ProblemSize{257, 31, 70, 3, 1}, "32,256,3,0,2"},
-      {"fwd_slices_bwd_slices", ProblemSize{130, 30, 11, 4, 2}, "16,64,1,4,2,2"},
-      {"one_row_per_block", ProblemSize{66, 66, 5, 3, 2}, "8,128,1,1,1,1"},
-      {"bwd_chunks_of_32_last_20_B21_L3", ProblemSize{37, 21, 21, 3, 3}, "0,0,0,0,1,0,32"},
-      {"bwd_chunks_of_48_last_12_B45", ProblemSize{75, 20, 45, 2, 1}, "0,0,0,0,1,0,48"},
+    {"B1", ProblemSize{64, 64, 1, 9, 2}, ""},
+    {"B3_odd_H_I_ne_H_L3", ProblemSize{37, 19, 3, 7, 3}, ""},
+    {"L4_H_gt_I_B20", ProblemSize{96, 40, 20, 6, 4}, ""},
+    {"H1", ProblemSize{1, 3, 2, 4, 2}, ""},
+    {"T1", ProblemSize{50, 30, 5, 1, 1}, ""},
+    {"I_gt_H", ProblemSize{45, 100, 6, 5, 2}, ""},
+    {"H520_B1", ProblemSize{520, 520, 1, 6, 1}, ""},
+    {"B130_groups", ProblemSize{130, 50, 130, 4, 2}, ""},
+    {"fwd_chunks_short_last_tile16", ProblemSize{300, 50, 64, 5, 2}, "16,128,1,0", 5},
+    {"fwd_tile8_bwd_chunks_b17", ProblemSize{300, 50, 17, 4, 1}, "8,256,1,0,0,0,96"},
+    {"fwd_tile32_groups3_bwd_groups2", ProblemSize{257, 31, 70, 3, 1}, "32,256,3,0,2"},
+    {"fwd_slices_bwd_slices", ProblemSize{130, 30, 11, 4, 2}, "16,64,1,4,2,2"},
+    {"one_row_per_block", ProblemSize{66, 66, 5, 3, 2}, "8,128,1,1,1,1"},
+    {"bwd_chunks_of_32_last_20_B21_L3", ProblemSize{37, 21, 21, 3, 3}, "0,0,0,0,1,0,32"},
+    {"bwd_chunks_of_48_last_12_B45", ProblemSize{75, 20, 45, 2, 1}, "0,0,0,0,1,0,48"},
 #if LSTM_TC_HAS_BACKWARD_ROW_TILES
-      // 8 groups of 16 blocks (132 SMs): J = 19, a second row tile of 3 units; J = 32, the last
-      // block 20 units, chunks of 64 gate rows with a last of 16, groups left empty (B = 9).
-      {"bwd_two_row_tiles_J19_L2", ProblemSize{300, 50, 16, 4, 2}, "0,0,0,0,8", 0, 2},
-      {"bwd_two_row_tiles_J32_B9_chunks", ProblemSize{500, 40, 9, 3, 1}, "0,0,0,0,8,0,64", 0, 2},
-      {"bwd_two_row_tiles_planned", ProblemSize{512, 64, 16, 3, 1}, "", 0, 2},
+    // 8 groups of 16 blocks (132 SMs): J = 19, a second row tile of 3 units; J = 32, the last
+    // block 20 units, chunks of 64 gate rows with a last of 16, groups left empty (B = 9).
+    {"bwd_two_row_tiles_J19_L2", ProblemSize{300, 50, 16, 4, 2}, "0,0,0,0,8", 0, 2},
+    {"bwd_two_row_tiles_J32_B9_chunks", ProblemSize{500, 40, 9, 3, 1}, "0,0,0,0,8,0,64", 0, 2},
+    {"bwd_two_row_tiles_planned", ProblemSize{512, 64, 16, 3, 1}, "", 0, 2},
 #endif
 #if LSTM_TC_HAS_BACKWARD_CLUSTERS
-      // Clusters of two: H = 37, 38 blocks (the last owns no unit), the second block's gate rows
-      // 68 of 148 (a last k tile of 4); J = 19 in 8 groups, 38 units in three row tiles; chunks of
-      // 48 gate rows (a last of 44), batch slices; and the planner's choice at H = 1024, B = 16.
-      {"bwd_cluster2_odd_H_L3", ProblemSize{37, 19, 3, 7, 3}, "0,0,0,0,0,0,0,2", 0, 1, 2},
-      {"bwd_cluster2_B1", ProblemSize{64, 64, 1, 9, 2}, "0,0,0,0,0,0,0,2", 0, 1, 2},
-      {"bwd_cluster2_three_row_tiles", ProblemSize{300, 50, 16, 4, 2}, "0,0,0,0,8,0,64,2", 0, 3,
-       2},
-      {"bwd_cluster2_chunks_slices", ProblemSize{75, 20, 45, 2, 1}, "0,0,0,0,1,8,48,2", 0, 1, 2},
-      {"bwd_cluster_planned", ProblemSize{1024, 64, 16, 3, 1}, "", 0, 2, 2},
+    // Clusters of two: H = 37, 38 blocks (the last owns no unit), the second block's gate rows
+    // 68 of 148 (a last k tile of 4); J = 19 in 8 groups, 38 units in three row tiles; chunks of
+    // 48 gate rows (a last of 44), batch slices; and the planner's choice at H = 1024, B = 16.
+    {"bwd_cluster2_odd_H_L3", ProblemSize{37, 19, 3, 7, 3}, "0,0,0,0,0,0,0,2", 0, 1, 2},
+    {"bwd_cluster2_B1", ProblemSize{64, 64, 1, 9, 2}, "0,0,0,0,0,0,0,2", 0, 1, 2},
+    {"bwd_cluster2_three_row_tiles", ProblemSize{300, 50, 16, 4, 2}, "0,0,0,0,8,0,64,2", 0, 3, 2},
+    {"bwd_cluster2_chunks_slices", ProblemSize{75, 20, 45, 2, 1}, "0,0,0,0,1,8,48,2", 0, 1, 2},
+    {"bwd_cluster_planned", ProblemSize{1024, 64, 16, 3, 1}, "", 0, 2, 2},
+#endif
+#if LSTM_TC_HAS_WAVEFRONT
+    {"wave_L2", ProblemSize{64, 40, 5, 7, 2}, "", 0, 0, 0, 2},
+    {"wave_L3_odd_H_B_I", ProblemSize{37, 19, 3, 7, 3}, "", 0, 0, 0, 3},
+    {"wave_L4_B1", ProblemSize{64, 64, 1, 9, 4}, "", 0, 0, 0, 4},
+    {"wave_L4_groups2", ProblemSize{130, 50, 70, 5, 4}, "16,256,2,0", 0, 0, 0, 4},
+    {"wave_L4_chunks_short_last", ProblemSize{300, 50, 64, 6, 4}, "32,512,1,0", 0, 0, 0, 4},
+    {"wave_L3_slices", ProblemSize{70, 30, 40, 4, 3}, "16,256,1,16", 0, 0, 0, 3},
+    {"wave_L5_two_launches", ProblemSize{96, 40, 20, 6, 5}, "", 0, 0, 0, 3},
+    {"wave_L2_one_launch_per_layer", ProblemSize{96, 40, 20, 6, 2}, "", 0, 0, 0, 1},
 #endif
   };
   return list;
@@ -93,10 +111,22 @@ const std::vector<Case>& cases() {
 
 const char* kPrecisions[] = {"fp16", "bf16"};
 
-std::unique_ptr<Stage> make_stage(const std::string& precision, const std::string& plan) {
+std::unique_ptr<Stage> make_stage(const std::string& precision, const std::string& plan,
+                                  int layers_per_launch = 0) {
   std::unique_ptr<Stage> stage = precision == "bf16" ? make_bf16() : make();
   if (!plan.empty()) apply_stage_flags(*stage, {"--plan", plan});
+  if (layers_per_launch)
+    apply_stage_flags(*stage, {"--layers-per-launch", std::to_string(layers_per_launch)});
   return stage;
+}
+
+/// The case's plan request: --plan, and --layers-per-launch where the stage has the flag.
+PlanRequest request_of(const Case& c) {
+#if LSTM_TC_HAS_WAVEFRONT
+  return parse_plan_request(c.plan, c.layers_per_launch);
+#else
+  return parse_plan_request(c.plan);
+#endif
 }
 
 class TrainingTensorCores : public ::testing::TestWithParam<std::tuple<std::size_t, int>> {};
@@ -105,12 +135,17 @@ TEST_P(TrainingTensorCores, GradientsMatchTheFp64ReferenceWithinThePrecisionsBou
   SKIP_WITHOUT_GPU();
   const Case& c = cases()[std::get<0>(GetParam())];
   const std::string precision = kPrecisions[std::get<1>(GetParam())];
-  std::unique_ptr<Stage> stage = make_stage(precision, c.plan);
+  std::unique_ptr<Stage> stage = make_stage(precision, c.plan, c.layers_per_launch);
   ASSERT_EQ(precision_name(stage->precision()), precision);
   cudaDeviceProp prop{};
   CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
-  const Plan plan = make_plan(c.size, device_limits(prop), parse_plan_request(c.plan));
+  const Plan plan = make_plan(c.size, device_limits(prop), request_of(c));
   ASSERT_TRUE(plan.fits) << c.plan << ": " << plan.why;
+#if LSTM_TC_HAS_WAVEFRONT
+  if (c.layers_per_launch) {  // the wavefront the case pins must be what runs
+    EXPECT_EQ(plan.network.layers_per_launch(), c.layers_per_launch) << plan.describe();
+  }
+#endif
   if (c.forward_chunks) {
     EXPECT_EQ(plan.forward.chunks, c.forward_chunks) << plan.describe();
   }
@@ -223,9 +258,9 @@ TEST(TrainingTensorCoresRowTiles, TwoRowTilesWhereTheyFitOneWhereNot) {  // no G
   EXPECT_EQ(canonical.backward.row_tiles, 2) << canonical.describe();
   EXPECT_EQ(canonical.backward.units_per_block, 32) << canonical.describe();
   EXPECT_LE(canonical.backward.shared_bytes, h100.shared_bytes);
-  EXPECT_EQ(canonical.backward.shared_bytes,
-            backward_shared_bytes(512, 32, canonical.backward.group_rows,
-                                  canonical.backward.chunk_rows));
+  EXPECT_EQ(
+      canonical.backward.shared_bytes,
+      backward_shared_bytes(512, 32, canonical.backward.group_rows, canonical.backward.chunk_rows));
   const Plan large = make_plan(ProblemSize{1024, 1024, 64, 100, 1}, h100);
   ASSERT_TRUE(large.fits) << large.why;
   EXPECT_EQ(large.backward.row_tiles, 1) << large.describe();
@@ -303,8 +338,7 @@ TEST(TrainingTensorCoresClusters, ClustersOfTwoWhereDzDominatesRefusedWhereTheyC
 #endif
   DeviceLimits no_clusters = h100;
   no_clusters.pair_clusters = 0;
-  EXPECT_EQ(make_plan(ProblemSize{1024, 1024, 16, 100, 1}, no_clusters).backward.cluster_blocks,
-            1);
+  EXPECT_EQ(make_plan(ProblemSize{1024, 1024, 16, 100, 1}, no_clusters).backward.cluster_blocks, 1);
   const Plan one_unit =
       make_plan(ProblemSize{1, 1, 4, 10, 1}, h100, parse_plan_request("0,0,0,0,0,0,0,2"));
   EXPECT_FALSE(one_unit.fits);
@@ -316,6 +350,50 @@ TEST(TrainingTensorCoresClusters, ClustersOfTwoWhereDzDominatesRefusedWhereTheyC
   EXPECT_FALSE(crowded.fits);
   EXPECT_NE(crowded.why.find("cannot all be resident"), std::string::npos) << crowded.why;
   EXPECT_EQ(backward_k_rows(37, 2), 80);  // 148 gate rows: 10 k tiles, 5 a block
+}
+#endif
+
+#if LSTM_TC_HAS_WAVEFRONT
+// The forward's split into wavefront launches (on the CPU, the H100's limits): four layers fit
+// one launch at the canonical config when asked (the first with its input parts from cuBLAS, the
+// upper ones with W_ih on chip, one batch split for all), and the cost model takes two launches
+// of two there; one launch of four at H = 256; one launch per layer at H = 1024, B = 64, where
+// [W_ih | W_hh] of two layers leaves no room for more than one chunk of h; a pinned split that
+// does not fit is refused naming the most that do; the flag's range.
+TEST(TrainingTensorCoresWavefront, TheForwardsLayersShareALaunchWhereTheyFit) {  // no GPU needed
+  DeviceLimits h100;
+  h100.sm_count = 132;
+  h100.shared_bytes = 227 * 1024;
+  h100.pair_clusters = 66;
+  const ProblemSize canonical{512, 512, 64, 100, 4};
+  const Plan four = make_plan(canonical, h100, parse_plan_request("", 4));
+  ASSERT_TRUE(four.fits) << four.why;
+  ASSERT_EQ(four.network.launches.size(), 1u) << four.describe();
+  const LayerLaunch& launch = four.network.launches.front();
+  ASSERT_EQ(launch.layers.size(), 4u);
+  EXPECT_LE(launch.blocks(), 132);
+  EXPECT_EQ(launch.layers[0].input_rows, 0);
+  for (std::size_t i = 1; i < launch.layers.size(); ++i) {
+    EXPECT_EQ(launch.layers[i].input_rows, 512) << "upper layer " << i << ": W_ih on chip";
+    EXPECT_EQ(launch.layers[i].batch_groups, launch.layers[0].batch_groups);
+    EXPECT_EQ(launch.layers[i].group_batch, launch.layers[0].group_batch);
+    EXPECT_EQ(launch.layers[i].tile_batch, launch.layers[0].tile_batch);
+  }
+  const Plan planned = make_plan(canonical, h100);
+  ASSERT_TRUE(planned.fits) << planned.why;
+  EXPECT_EQ(planned.network.launches.size(), 2u) << planned.describe();
+  EXPECT_EQ(planned.network.layers_per_launch(), 2) << planned.describe();
+  EXPECT_EQ(make_plan(ProblemSize{256, 256, 64, 100, 4}, h100).network.layers_per_launch(), 4);
+  EXPECT_EQ(make_plan(ProblemSize{1024, 1024, 64, 100, 4}, h100).network.layers_per_launch(), 1);
+  EXPECT_EQ(make_plan(ProblemSize{512, 512, 1, 100, 1}, h100).network.layers_per_launch(), 1);
+  const Plan refused =
+      make_plan(ProblemSize{1024, 1024, 4, 100, 4}, h100, parse_plan_request("", 4));
+  EXPECT_FALSE(refused.fits);
+  EXPECT_NE(refused.why.find("at most 2 do"), std::string::npos) << refused.why;
+  EXPECT_THROW(parse_plan_request("", kMaxLaunchLayers + 1), std::invalid_argument);
+  EXPECT_THROW(apply_stage_flags(*make(), {"--layers-per-launch", "9"}), std::invalid_argument);
+  EXPECT_NO_THROW(apply_stage_flags(*make(), {"--layers-per-launch", "2"}));
+  std::cout << "[ PLAN ] canonical:" << planned.describe() << "\n";
 }
 #endif
 
