@@ -483,14 +483,21 @@ MUTATIONS = [
      "stages/training/27_graphs_of_a_16_bit_pass/stage.cu",
      "    return a.size == b.size && a.x == b.x && a.h0 == b.h0",
      "    return a.size == b.size || a.x == b.x && a.h0 == b.h0", "gpu"),
-    # ---- training stage 28 (the forward's layers in one launch as a wavefront; the tests that
+    # ---- training stage 28 (the forward's stash kept after h_t is published, a unit a thread)
+    ("gpu", "training 28 keeps the stash of the block's first batch row only",
+     "stages/training/28_stash_after_publishing/kernel.cuh", "for (int i = tid; i < J * rows; i += threads) {",
+     "for (int i = tid; i < J; i += threads) {", "gpu"),
+    ("gpu", "training 28 keeps h_t in the stash from the input gate instead of the output gate",
+     "stages/training/28_stash_after_publishing/primitives.cuh", "  const float h = gate[3] * tanhf(c);",
+     "  const float h = gate[0] * tanhf(c);", "gpu"),
+    # ---- training stage 29 (the forward's layers in one launch as a wavefront; the tests that
     # catch it: the wave_* cases of TrainingTensorCores)
-    ("gpu", "training 28 arranges every layer's fragments without W_ih, as if it had input parts",
-     "stages/training/28_layers_in_one_forward_launch/stage.cu",
+    ("gpu", "training 29 arranges every layer's fragments without W_ih, as if it had input parts",
+     "stages/training/29_layers_in_one_forward_launch/stage.cu",
      "s.hidden, plan.input_rows, plan.units_per_block,", "s.hidden, 0, plan.units_per_block,",
      "gpu"),
-    ("gpu", "training 28 copies h0 and c0 into the stash of a launch's first layer only",
-     "stages/training/28_layers_in_one_forward_launch/stage.cu",
+    ("gpu", "training 29 copies h0 and c0 into the stash of a launch's first layer only",
+     "stages/training/29_layers_in_one_forward_launch/stage.cu",
      "for (int l = first; l < first + parts; ++l) {", "for (int l = first; l < first + 1; ++l) {",
      "gpu"),
     # ---- training stage 09 (the small-batch backward keeps W_hh's columns in registers)

@@ -17,7 +17,7 @@
 // a block of padding in the last cluster, three row tiles, chunks, batch slices) and planned, and
 // the planner's choice and refusals of clusters (on the CPU), and in stage 24
 // (LSTM_TC_HAS_CLUSTER_MBARRIER: its exchange on an mbarrier) clusters at H = 768, B = 16 too; in
-// stage 28 (LSTM_TC_HAS_WAVEFRONT: the forward's layers in one launch) wave_* cases with
+// stage 29 (LSTM_TC_HAS_WAVEFRONT: the forward's layers in one launch) wave_* cases with
 // --layers-per-launch pinned (L = 2 to 5, odd H, B and I, batch groups, chunks of K = 2H, batch
 // slices, two launches, one launch per layer), a refused --layers-per-launch naming the most that
 // fit, and the planner's choices at the H100's limits (on the CPU). The

@@ -205,25 +205,32 @@ __device__ __forceinline__ float sigmoid(float z) {
   return __fdividef(1.0f, 1.0f + expf(-z));
 }
 
-/// The cell update of one (unit, batch row) at step t, from its four gate pre-activations:
-/// updates c, publishes h_t in 16 bits (the signal to every other block) and keeps what the
-/// backward needs in FP32 (training stage 07's stash): the activated gates at
-/// gates[t][row][q * H + unit], c_t and h_t at slot t + 1 of cell and h_seq; writes h_t to y
-/// (the last layer) and, at the last step, h and c to hy and cy. `a`: the kernel's arguments.
-template <typename Element, typename Args>
-__device__ __forceinline__ void update_cell(const float (&gate)[kGates], float& c,
-                                            std::uint16_t* published, const Args& a, int t, int row,
-                                            int unit) {
-  const float i_gate = sigmoid(gate[0]), f_gate = sigmoid(gate[1]);
-  const float g_gate = tanhf(gate[kGateG]), o_gate = sigmoid(gate[3]);
-  c = f_gate * c + i_gate * g_gate;
-  const float h = o_gate * tanhf(c);
-  store_relaxed(published, element_bits<Element>(h));  // the next step rounds h to Element anyway
+/// The cell update of one (unit, batch row), from its four gate pre-activations: activates the
+/// gates in place, updates c and publishes h_t in 16 bits (the signal to every other block).
+/// What the backward needs is kept afterwards, by keep_stash.
+template <typename Element>
+__device__ __forceinline__ void update_cell(float (&gate)[kGates], float& c,
+                                            std::uint16_t* published) {
+  gate[0] = sigmoid(gate[0]), gate[1] = sigmoid(gate[1]);
+  gate[kGateG] = tanhf(gate[kGateG]), gate[3] = sigmoid(gate[3]);
+  c = gate[1] * c + gate[0] * gate[kGateG];
+  store_relaxed(published, element_bits<Element>(gate[3] * tanhf(c)));  // rounded anyway
+}
+
+/// What the backward needs of one (unit, batch row) at step t, in FP32 (training stage 07's
+/// stash), from its activated gates and c_t: the gates at gates[t][row][q * H + unit], c_t and
+/// h_t at slot t + 1 of cell and h_seq; h_t also to y (the last layer) and, at the last step, h
+/// and c to hy and cy. h_t = o * tanh(c_t) as update_cell published it. `a`: the kernel's
+/// arguments.
+template <typename Args>
+__device__ __forceinline__ void keep_stash(const float (&gate)[kGates], float c, const Args& a,
+                                           int t, int row, int unit) {
+  const float h = gate[3] * tanhf(c);
   const int H = a.hidden;
   const std::size_t state = static_cast<std::size_t>(a.batch) * H;  // one step of (B, H)
   const std::size_t out = static_cast<std::size_t>(row) * H + unit;
   float* gates = a.gates + (t * state + out - unit) * kGates + unit;  // gate q at [q * H]
-  gates[0] = i_gate, gates[H] = f_gate, gates[2 * H] = g_gate, gates[3 * H] = o_gate;
+  gates[0] = gate[0], gates[H] = gate[1], gates[2 * H] = gate[kGateG], gates[3 * H] = gate[3];
   a.cell[(t + 1) * state + out] = c;
   a.h_seq[(t + 1) * state + out] = h;
   if (a.y) a.y[t * state + out] = h;

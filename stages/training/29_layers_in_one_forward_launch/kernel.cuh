@@ -4,9 +4,9 @@
  *         sums), h_{t-1} staged in 16 bits in double-buffered chunks, the input parts read by
  *         gate row; one launch runs several layers as a wavefront, each on its own blocks, an
  *         upper layer multiplying [W_ih | W_hh] by [h^{l-1}_t ; h^l_{t-1}] over K = 2H. Here it
- *         also keeps the stash the backward reads (update_cell, primitives.cuh), as training
- *         stage 27's kernel does. Its mapping: forward stage 13's README; the wavefront: forward
- *         stage 19's README and README.md beside this file.
+ *         also keeps the stash the backward reads (keep_stash, primitives.cuh) after h_t is
+ *         published, as training stage 28's kernel does. Its mapping: forward stage 13's README;
+ *         the wavefront: forward stage 19's README and README.md beside this file.
  */
 #pragma once
 
@@ -298,12 +298,29 @@ __global__ void __launch_bounds__(kMaxThreads, 1)
             for (int q = 0; q < kGates; ++q)
               gate[q] += sums[(s * rows_mma + q) * Bn];
           }
-          update_cell<Element>(gate, cell_s[pj * Bp + pb], published, a, t, first_row + pb, unit);
+          update_cell<Element>(gate, cell_s[pj * Bp + pb], published);
+          float* activated = sums_s + pj * kGates * Bn + pb;  // slice 0's sums, read above
+#pragma unroll
+          for (int q = 0; q < kGates; ++q)
+            activated[q * Bn] = gate[q];
         }
       }
       pj += pair_step_units;
       pb += pair_step_rows;
       if (pb >= Bp) pb -= Bp, ++pj;
+    }
+    __syncthreads();  // every pair's activated gates and c in shared memory
+
+    // The stash, once h_t is published (training stage 28's): a unit a thread, coalesced.
+    for (int i = tid; i < J * rows; i += threads) {
+      const int pj = i % J, pb = i / J;
+      if (first_unit + pj < H) {
+        float gate[kGates];
+#pragma unroll
+        for (int q = 0; q < kGates; ++q)
+          gate[q] = sums_s[(pj * kGates + q) * Bn + pb];
+        keep_stash(gate, cell_s[pj * Bp + pb], a, t, first_row + pb, first_unit + pj);
+      }
     }
   }
 }

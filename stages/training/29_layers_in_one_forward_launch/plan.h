@@ -85,7 +85,7 @@ struct PlanRequest {
   int threads = 0;       ///< threads per block: a multiple of 32, 64 to 512
   int batch_groups = 0;  ///< G: blocks that split the batch of one launch
   int group_batch = 0;   ///< rows of the batch per block (forces batch slices if small)
-  /// Layers one forward launch runs as a wavefront, at most (1: one launch per layer, stage 27's
+  /// Layers one forward launch runs as a wavefront, at most (1: one launch per layer, stage 28's
   /// forward). 0: the planner's choice (the cheapest split by the cost model).
   int layers_per_launch = 0;
   // The backward:
@@ -183,7 +183,7 @@ struct BackwardPlan {
 struct Plan {
   bool fits = false;
   std::string why;
-  ForwardPlan forward;  ///< one layer's forward alone (stage 27's)
+  ForwardPlan forward;  ///< one layer's forward alone (stage 28's)
   NetworkPlan network;  ///< the forward's launches: the layers split into wavefronts
   BackwardPlan backward;
   /// For logs: the forward's launches, one line each, then "backward J=16 U=32 G=4 ...".
@@ -232,7 +232,7 @@ NetworkPlan make_wavefront_launch(const ProblemSize& size, const DeviceLimits& d
 /// Plans the forward of the network: the layers split into launches of as equal sizes as
 /// possible, n layers each at most, n the cheapest by the cost model among those that fit
 /// (request.layers_per_launch pins it; one that does not fit is refused, naming the most that
-/// do). n = 1, and L = 1: stage 27's one launch per layer (make_forward_plan).
+/// do). n = 1, and L = 1: stage 28's one launch per layer (make_forward_plan).
 NetworkPlan make_network_plan(const ProblemSize& size, const DeviceLimits& device,
                               const PlanRequest& request = {});
 

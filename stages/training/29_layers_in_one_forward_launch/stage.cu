@@ -1,15 +1,15 @@
 /*! \file
- *  \brief Training stage 28: training stage 27 with the forward's layers in one persistent launch
+ *  \brief Training stage 29: training stage 28 with the forward's layers in one persistent launch
  *         as a wavefront (forward stage 19's idea, for the training pass), where the planner
  *         finds that cheaper.
  *
- * What this stage changes (from training stage 27): the forward runs the launches of a network
+ * What this stage changes (from training stage 28): the forward runs the launches of a network
  * plan (plan.h: make_network_plan, forward stage 21's planner) instead of one launch per layer.
  * A launch of n layers runs them on their own blocks, layer i on step t - i while the first is on
  * step t; an upper layer multiplies [W_ih | W_hh] by [h^{l-1}_t ; h^l_{t-1}] on chip, h^{l-1}_t
  * handed up through the exchange buffer, so only a launch's first layer has an input GEMM. Every
- * layer still keeps its stash in FP32 (kernel.cuh is forward stage 21's kernel with stage 27's
- * cell update), so the backward is stage 27's, unchanged.
+ * layer still keeps its stash in FP32 (kernel.cuh is forward stage 21's kernel with stage 28's
+ * cell update and stash), so the backward is stage 28's, unchanged.
  *
  * The lesson, the prediction and the measurement: README.md beside this file. Host code here;
  * the kernels in kernel.cuh and backward_kernel.cuh.
@@ -171,7 +171,7 @@ class PersistentTraining final : public TrainingStage {
     // The refusal the harness gets from unsupported_reason(): what does not fit and what would.
     if (std::string why = unsupported_reason(s, prop); !why.empty()) throw UnsupportedError(why);
     if (flags_.verbose) {
-      std::cerr << "training/28_layers_in_one_forward_launch plan ("
+      std::cerr << "training/29_layers_in_one_forward_launch plan ("
                 << precision_name(flags_.precision) << "): " << plan_.describe() << "\n";
     }
     for (const LayerLaunch& launch : plan_.network.launches)  // one kernel may serve several
@@ -236,7 +236,7 @@ class PersistentTraining final : public TrainingStage {
   }
 
  private:
-  // Stage 27's forward with the layers of a launch in one wavefront, recorded into a graph: per
+  // Stage 28's forward with the layers of a launch in one wavefront, recorded into a graph: per
   // launch of the network plan, the input GEMM of its first layer, then per batch slice one
   // launch of all its layers.
   void enqueue_forward(const DeviceTensors& t, cudaStream_t stream) {
@@ -278,7 +278,7 @@ class PersistentTraining final : public TrainingStage {
       for (int begin = 0; begin < B; begin += rows_per_slice) {
         const int end = std::min(B, begin + rows_per_slice);
         // Every slot "not yet published"; then layer i's h0 (transposed) into its part of slot
-        // i, where its step 0 reads it (a launch of one layer: slot 0, as in stage 27).
+        // i, where its step 0 reads it (a launch of one layer: slot 0, as in stage 28).
         CUDA_CHECK(cudaMemsetAsync(exchange_.data(), 0xFF,
                                    exchange_values(s, launch) * sizeof(std::uint16_t), stream));
         const int publish_blocks = static_cast<int>(std::min<std::size_t>(
@@ -664,7 +664,7 @@ std::unique_ptr<Stage> make() {
   return std::make_unique<PersistentTraining>(Precision::kFp16);
 }
 
-/// The BF16 stage: the registry entry training/28_layers_in_one_forward_launch_bf16.
+/// The BF16 stage: the registry entry training/29_layers_in_one_forward_launch_bf16.
 std::unique_ptr<Stage> make_bf16() {
   return std::make_unique<PersistentTraining>(Precision::kBf16);
 }
