@@ -30,7 +30,7 @@ constexpr double kForwardStepLatency = 1500;  // publish h, see it elsewhere, re
 constexpr double kMmaLatency = 300;           // a warp's k tile: fragments, one dependent mma
 // The forward's chain, refitted to its phase timers (README): a k tile costs ~150 clocks, not 300.
 constexpr double kForwardMmaLatency = 150;
-constexpr double kSliceClocks = 350;  // one more k slice in the reduction
+constexpr double kSliceClocks = 350;          // one more k slice in the reduction
 // The forward's split into wavefront launches (forward stage 19's figures):
 constexpr double kChunkRoundTrip = 2400;  // a chunk of published h from L2 and its barrier
 constexpr double kParentMargin = 0.95;    // a split of layers must look 5% cheaper than stage 28's
@@ -145,8 +145,8 @@ double backward_cost(const BackwardPlan& b, const ProblemSize& s) {
 
 /// The backward's launch with G batch groups in clusters of C blocks (and `pinned_rows` rows per
 /// block, `pinned_chunk` gate rows per chunk of dz, if set). Returns "" or the reason.
-std::string plan_backward(const ProblemSize& s, const DeviceLimits& device, int groups, int cluster,
-                          int pinned_rows, int pinned_chunk, BackwardPlan& b) {
+std::string plan_backward(const ProblemSize& s, const DeviceLimits& device, int groups,
+                          int cluster, int pinned_rows, int pinned_chunk, BackwardPlan& b) {
   const int H = s.hidden, J = ceil_div(H, device.sm_count / groups);
   const int padded_k = backward_k_rows(H, cluster);  // the mma's k: a block's gate rows
   b.units_per_block = J;
@@ -158,8 +158,8 @@ std::string plan_backward(const ProblemSize& s, const DeviceLimits& device, int 
   std::ostringstream why;
   if (cluster > 1) {
     if ((cluster - 1) * padded_k >= kGates * H) {
-      why << "the backward's " << kGates * H << " gate rows are too few to split over " << cluster
-          << " blocks of a cluster (" << padded_k << " each, a multiple of 16)";
+      why << "the backward's " << kGates * H << " gate rows are too few to split over "
+          << cluster << " blocks of a cluster (" << padded_k << " each, a multiple of 16)";
       return why.str();
     }
     if (b.blocks() > device.sm_count || b.blocks() / cluster > device.pair_clusters) {
@@ -235,7 +235,7 @@ std::size_t forward_shared_bytes(const ForwardPlan& p, int hidden) {
   const std::size_t halves = mma_rows * padded_hidden(hidden + p.input_rows)  // [W_ih |] W_hh
                              + 2 * static_cast<std::size_t>(p.chunk_rows) * p.h_stride;  // h
   const std::size_t floats =
-      static_cast<std::size_t>(p.k_slices) * mma_rows * p.mma_batch   // sums
+      static_cast<std::size_t>(p.k_slices) * mma_rows * p.mma_batch  // sums
       + (p.input_rows == 0 ? rows * p.padded_batch : 0)               // input parts (cuBLAS's)
       + static_cast<std::size_t>(p.units_per_block) * p.padded_batch  // c
       + rows;                                                         // biases
@@ -255,14 +255,13 @@ std::size_t backward_shared_bytes(int hidden, int units, int rows, int chunk_row
   const std::size_t mma_rows =
       static_cast<std::size_t>(ceil_div(cluster_blocks * units, kMmaRows)) * kMmaRows;
   // dz: [2][columns][dz_stride] words, one buffer where one chunk holds all the block's gate rows
-  const std::size_t buffers =
-      chunk_rows == 0 ? 0 : (chunk_rows < static_cast<int>(padded_k) ? 2 : 1);
+  const std::size_t buffers = chunk_rows == 0 ? 0 : (chunk_rows < static_cast<int>(padded_k) ? 2 : 1);
   const std::size_t words = buffers * columns * backward_dz_stride(chunk_rows);
   const std::size_t floats =
       static_cast<std::size_t>(kBackwardWarps / tiles) * mma_rows * columns  // partial sums
       + kStashFloats * pairs + pairs                                         // the step's stash, dc
       + (cluster_blocks > 1 ? 2 * cluster_blocks * static_cast<std::size_t>(units) * columns + 6
-                            : 0);                         // + two mbarriers, 8-aligned
+                            : 0);  // + two mbarriers, 8-aligned
   return 2 * mma_rows * padded_k + (words + floats) * 4;  // W_hhᵀ's fragments in 16 bits
 }
 
@@ -313,13 +312,13 @@ std::string Plan::describe() const {
     for (const ForwardPlan& p : launch.layers)
       out << " [" << p.describe() << "]";
   }
-  out << "\n  backward J=" << backward.units_per_block << " row_tiles=" << backward.row_tiles
-      << " U=" << backward.unit_blocks << " G=" << backward.batch_groups
-      << " Bg=" << backward.group_rows << " slices=" << backward.slices
-      << " C=" << backward.cluster_blocks << " k_rows=" << backward.k_rows
-      << " mma_tiles(batch)=" << backward.batch_tiles << " k_slices=" << backward.k_slices
-      << " chunk=" << backward.chunk_rows << "x" << backward.chunks
-      << " smem=" << backward.shared_bytes / 1024 << "KiB";
+  out << "\n  backward J=" << backward.units_per_block
+      << " row_tiles=" << backward.row_tiles << " U=" << backward.unit_blocks
+      << " G=" << backward.batch_groups << " Bg=" << backward.group_rows
+      << " slices=" << backward.slices << " C=" << backward.cluster_blocks
+      << " k_rows=" << backward.k_rows << " mma_tiles(batch)=" << backward.batch_tiles
+      << " k_slices=" << backward.k_slices << " chunk=" << backward.chunk_rows << "x"
+      << backward.chunks << " smem=" << backward.shared_bytes / 1024 << "KiB";
   return out.str();
 }
 
@@ -552,8 +551,8 @@ PlanRequest parse_plan_request(const std::string& plan, int layers_per_launch) {
                                 ": expected 1 to " + std::to_string(kMaxLaunchLayers) +
                                 " (0: automatic)");
   request.layers_per_launch = layers_per_launch;
-  int* fields[] = {&request.tile_batch,          &request.threads,         &request.batch_groups,
-                   &request.group_batch,         &request.backward_groups, &request.backward_rows,
+  int* fields[] = {&request.tile_batch,         &request.threads,         &request.batch_groups,
+                   &request.group_batch,        &request.backward_groups, &request.backward_rows,
                    &request.backward_chunk_rows, &request.backward_cluster};
   constexpr int kFields = sizeof(fields) / sizeof(fields[0]);
   std::istringstream in(plan);
