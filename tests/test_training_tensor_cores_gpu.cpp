@@ -390,6 +390,16 @@ TEST(TrainingTensorCoresWavefront, TheForwardsLayersShareALaunchWhereTheyFit) { 
       make_plan(ProblemSize{1024, 1024, 4, 100, 4}, h100, parse_plan_request("", 4));
   EXPECT_FALSE(refused.fits);
   EXPECT_NE(refused.why.find("at most 2 do"), std::string::npos) << refused.why;
+  // The stage's own refusal names the most layers that fit, and not H, which fits (no GPU: the
+  // plan fails before any occupancy query).
+  cudaDeviceProp prop{};
+  prop.multiProcessorCount = 132;
+  prop.sharedMemPerBlockOptin = 227 * 1024;
+  std::unique_ptr<Stage> pinned = make();
+  apply_stage_flags(*pinned, {"--layers-per-launch", "4"});
+  const std::string why = pinned->unsupported_reason(ProblemSize{1024, 1024, 4, 100, 4}, prop);
+  EXPECT_NE(why.find("at most 2 do"), std::string::npos) << why;
+  EXPECT_EQ(why.find("largest H"), std::string::npos) << why;
   EXPECT_THROW(parse_plan_request("", kMaxLaunchLayers + 1), std::invalid_argument);
   EXPECT_THROW(apply_stage_flags(*make(), {"--layers-per-launch", "9"}), std::invalid_argument);
   EXPECT_NO_THROW(apply_stage_flags(*make(), {"--layers-per-launch", "2"}));

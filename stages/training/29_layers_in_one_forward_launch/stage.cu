@@ -120,23 +120,23 @@ class PersistentTraining final : public TrainingStage {
       std::ostringstream why;
       why << "the recurrent weights do not fit on chip: " << plan.why << " (" << device.name << ", "
           << limits.sm_count << " SMs, " << limits.shared_bytes / 1024
-          << " KiB of shared memory per block); the largest H that fits at B = " << s.batch
-          << " is " << largest_hidden_that_fits(s, limits);
+          << " KiB of shared memory per block)";
+      // Where H itself does not fit (not only what --plan or --layers-per-launch pins): what would.
+      if (!make_plan(s, limits).fits)
+        why << "; the largest H that fits at B = " << s.batch << " is "
+            << largest_hidden_that_fits(s, limits);
       return why.str();
     }
     if (!device.cooperativeLaunch) return "the device does not support cooperative launches";
-    std::string why;
     for (const LayerLaunch& launch : plan.network.launches) {
-      if (why.empty())
-        why = check_co_resident(forward_kernel_for(launch.layers.front(), flags_.precision),
-                                "forward", launch.layers.front().threads, launch.shared_bytes(),
-                                launch.blocks(), limits.sm_count);
+      const std::string why = check_co_resident(
+          forward_kernel_for(launch.layers.front(), flags_.precision), "forward",
+          launch.layers.front().threads, launch.shared_bytes(), launch.blocks(), limits.sm_count);
+      if (!why.empty()) return why;
     }
-    if (why.empty())
-      why = check_co_resident(backward_kernel_for(flags_.precision, plan.backward), "backward",
-                              kBackwardThreads, plan.backward.shared_bytes, plan.backward.blocks(),
-                              limits.sm_count, plan.backward.cluster_blocks);
-    return why;
+    return check_co_resident(backward_kernel_for(flags_.precision, plan.backward), "backward",
+                             kBackwardThreads, plan.backward.shared_bytes, plan.backward.blocks(),
+                             limits.sm_count, plan.backward.cluster_blocks);
   }
 
   std::size_t workspace_bytes(const ProblemSize& s) const override {
