@@ -500,6 +500,15 @@ MUTATIONS = [
      "stages/training/29_layers_in_one_forward_launch/stage.cu",
      "for (int l = first; l < first + parts; ++l) {", "for (int l = first; l < first + 1; ++l) {",
      "gpu"),
+    # ---- training stage 30 (256 backward threads at B <= 4; the tests that catch it: every
+    # TrainingTensorCores case of four batch rows or fewer)
+    ("gpu", "training 30 strides its staging of dz by 512 threads whatever the launch's count",
+     "stages/training/30_fewer_backward_k_slices/backward_kernel.cuh",
+     "const int threads = blockDim.x;", "const int threads = kBackwardThreads;", "gpu"),
+    ("gpu", "training 30 plans 16 k slices for its 8 warps at small batches",
+     "stages/training/30_fewer_backward_k_slices/plan.cpp",
+     "b.k_slices = b.threads / kWarpSize / b.batch_tiles;",
+     "b.k_slices = kBackwardWarps / b.batch_tiles;", "gpu"),
     # ---- training stage 09 (the small-batch backward keeps W_hh's columns in registers)
     ("gpu", "training stage 09 loads the four gate rows of a row quad's weights from its first row",
      "stages/training/09_backward_registers/backward_registers.cuh",

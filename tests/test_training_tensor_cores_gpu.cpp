@@ -20,7 +20,9 @@
 // stage 29 (LSTM_TC_HAS_WAVEFRONT: the forward's layers in one launch) wave_* cases with
 // --layers-per-launch pinned (L = 2 to 5, odd H, B and I, batch groups, chunks of K = 2H, batch
 // slices, two launches, one launch per layer), a refused --layers-per-launch naming the most that
-// fit, and the planner's choices at the H100's limits (on the CPU). The
+// fit, and the planner's choices at the H100's limits (on the CPU); in stage 30
+// (LSTM_TC_HAS_FEW_BACKWARD_WARPS: 256 backward threads at B <= 4) few_warps_* cases with chunks
+// of dz, batch groups and slices, and the planner's choice of threads (on the CPU). The
 // data are rounded to the precision first, as the harness does (core/quantize.h); each case is
 // checked against the FP64 reference on every output and gradient with the precision's bounds,
 // must repeat bit for bit, and prints its measured errors ([ MEASURED ]). Also: a pass with other
@@ -41,6 +43,9 @@
 
 #ifndef LSTM_TC_HAS_WAVEFRONT
 #define LSTM_TC_HAS_WAVEFRONT 0
+#endif
+#ifndef LSTM_TC_HAS_FEW_BACKWARD_WARPS
+#define LSTM_TC_HAS_FEW_BACKWARD_WARPS 0
 #endif
 
 namespace lstm::LSTM_STAGE_NAMESPACE {  // the stage's, as its build names it
@@ -104,6 +109,12 @@ const std::vector<Case>& cases() {
     {"wave_L3_slices", ProblemSize{70, 30, 40, 4, 3}, "16,256,1,16", 0, 0, 0, 3},
     {"wave_L5_two_launches", ProblemSize{96, 40, 20, 6, 5}, "", 0, 0, 0, 3},
     {"wave_L2_one_launch_per_layer", ProblemSize{96, 40, 20, 6, 2}, "", 0, 0, 0, 1},
+#endif
+#if LSTM_TC_HAS_FEW_BACKWARD_WARPS
+    // 256 backward threads (B <= 4): dz in chunks of 96 gate rows (a last of 48 at H = 300);
+    // two batch groups of one row each, in two slices.
+    {"few_warps_bwd_chunks_B4", ProblemSize{300, 50, 4, 4, 1}, "0,0,0,0,1,0,96"},
+    {"few_warps_bwd_groups2_slices_B4_L2", ProblemSize{130, 30, 4, 3, 2}, "0,0,0,0,2,1"},
 #endif
   };
   return list;
@@ -297,6 +308,28 @@ TEST(TrainingTensorCoresKSlices, TheForwardTakesFourKSlicesAtSmallBatches) {  //
   const ForwardPlan wider = make_plan(ProblemSize{1024, 1024, 16, 100, 1}, h100).forward;
   ASSERT_TRUE(wider.fits) << wider.why;
   EXPECT_EQ(wider.threads, 512) << wider.describe();
+}
+#endif
+
+#if LSTM_TC_HAS_FEW_BACKWARD_WARPS
+// The planner (on the CPU, the H100's limits): 256 backward threads, 8 warps along k, where the
+// batch has four rows or fewer (measured 7-12% faster at H = 512 and 1024, B = 1 and 4, README),
+// 512 above (measured slower with 256 from B = 16, and at the canonical config).
+TEST(TrainingTensorCoresBackwardWarps, HalfTheBackwardWarpsWhereTheBatchHasFourRowsOrFewer) {
+  DeviceLimits h100;
+  h100.sm_count = 132;
+  h100.shared_bytes = 227 * 1024;
+  h100.pair_clusters = 66;
+  for (int hidden : {512, 1024}) {
+    for (int batch : {1, 2, 3, 4, 5, 8, 16, 64}) {
+      const Plan plan = make_plan(ProblemSize{hidden, hidden, batch, 100, 1}, h100);
+      ASSERT_TRUE(plan.fits) << plan.why;
+      const BackwardPlan& b = plan.backward;
+      EXPECT_EQ(b.threads, batch <= 4 ? 256 : 512) << plan.describe();
+      EXPECT_EQ(b.k_slices, b.threads / 32 / b.batch_tiles) << plan.describe();
+      EXPECT_NE(plan.describe().find("threads=" + std::to_string(b.threads)), std::string::npos);
+    }
+  }
 }
 #endif
 
