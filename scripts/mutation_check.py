@@ -500,8 +500,9 @@ MUTATIONS = [
      "stages/training/29_layers_in_one_forward_launch/stage.cu",
      "for (int l = first; l < first + parts; ++l) {", "for (int l = first; l < first + 1; ++l) {",
      "gpu"),
-    # ---- training stage 30 (256 backward threads at B <= 4; the tests that catch it: every
-    # TrainingTensorCores case of four batch rows or fewer)
+    # ---- training stage 30 (256 backward threads at B <= 4; the tests that catch it: the
+    # TrainingTensorCores cases of four batch rows or fewer, the first one only where a chunk of
+    # dz has more values than 256 threads carry in one register, H520_B1)
     ("gpu", "training 30 strides its staging of dz by 512 threads whatever the launch's count",
      "stages/training/30_fewer_backward_k_slices/backward_kernel.cuh",
      "const int threads = blockDim.x;", "const int threads = kBackwardThreads;", "gpu"),
