@@ -46,6 +46,7 @@
 
 #include "core/run_record.h"
 #include "core/standard_configs.h"
+#include "exchange.h"
 #include "fp32_peak.h"
 #include "grid_barrier.h"
 #include "harness/checked_run.h"
@@ -78,6 +79,7 @@ constexpr double kKeepPreparedSeconds = 0.2;
 constexpr std::uint64_t kSeed = 1;
 constexpr int kGridSyncThreads = 128;     // threads per block of the grid barrier benchmark
 constexpr int kGridSyncBarriers = 10000;  // grid barriers per timed launch
+constexpr int kExchangeSteps = 10000;     // steps per timed launch of the exchange benchmarks
 constexpr int kH100SmCount = 132;         // grid barrier block counts listed without a GPU
 
 Passes passes_of(StageKind kind) {
@@ -380,6 +382,26 @@ void bench_grid_sync(benchmark::State& state, int blocks) {
   state.counters["blocks"] = blocks;
 }
 
+/// One value a block and step handed to every other block: through global memory (`cluster`
+/// false) or within one thread-block cluster.
+void bench_exchange(benchmark::State& state, bool cluster, int blocks) {
+  double us = 0.0;
+  for (auto _ : state) {
+    try {
+      us = cluster ? measure_cluster_exchange_us(blocks, kExchangeSteps)
+                   : measure_global_exchange_us(blocks, kExchangeSteps);
+    } catch (const CudaError&) {
+      throw;
+    } catch (const std::runtime_error& error) {  // not resident at once, or no clusters
+      skip(state, std::string("unsupported: ") + error.what());
+      break;
+    }
+    state.SetIterationTime(us * 1e-6);
+  }
+  state.counters["us_per_step"] = us;
+  state.counters["blocks"] = blocks;
+}
+
 void add_environment_context(const Environment& env) {
   benchmark::AddCustomContext("gpu", env.gpu_name);
   benchmark::AddCustomContext("compute_capability", env.compute_capability);
@@ -487,6 +509,18 @@ int main(int argc, char** argv) {
           ->Iterations(1)
           ->Unit(benchmark::kMicrosecond);
     }
+    const auto register_exchange = [](const std::string& way, bool cluster, int blocks) {
+      benchmark::RegisterBenchmark(
+          ("exchange_" + way + "/blocks:" + std::to_string(blocks)).c_str(),
+          [cluster, blocks](benchmark::State& state) { bench_exchange(state, cluster, blocks); })
+          ->UseManualTime()
+          ->Iterations(1)
+          ->Unit(benchmark::kMicrosecond);
+    };
+    for (int blocks : {16, 64, sm_count})
+      register_exchange("global", false, blocks);
+    for (int blocks : {2, 8, 16})
+      register_exchange("cluster", true, blocks);
     // Registered configuration by configuration; the run order is Google Benchmark's (random
     // with interleaving), the data stays in DataCache.
     static const std::vector<StageInfo> impls = implementations();
