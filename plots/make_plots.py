@@ -75,7 +75,7 @@ class Run:
 class Results:  # everything read from one results/<gpu>/ folder
     folder: Path
     runs: list = field(default_factory=list)  # Run per bench entry and PyTorch record
-    other: dict = field(default_factory=dict)  # fp32_fma_peak, grid_sync/blocks:N -> Run
+    other: dict = field(default_factory=dict)  # fp32_fma_peak, grid_sync/, exchange_*/blocks:N -> Run
     context: dict = field(default_factory=dict)  # bench file -> its "context"
     checks: dict = field(default_factory=dict)  # (stage, kind, precision, shape) -> [status..]
     errors: list = field(default_factory=list)  # Run per error_vs_seq.jsonl record: y's error
@@ -115,8 +115,8 @@ def read_bench(path, res):
             by_run.setdefault(entry.get("run_name", entry["name"]), []).append(entry)
     for name, entries in by_run.items():
         where, match = f"{path}: {name}", NAME.match(name)
-        if name.startswith(("fp32_fma_peak", "grid_sync/")):
-            key = "tflops" if name.startswith("fp32") else "us_per_barrier"
+        if name.startswith(("fp32_fma_peak", "grid_sync/", "exchange_")):  # ceilings and floors
+            key = {"f": "tflops", "g": "us_per_barrier", "e": "us_per_step"}[name[0]]
             res.other[name.split("/iterations")[0]] = Run(name, "", (), "", "fp32", path, [
                 {key: number(e, key, where)} for e in entries])
             continue

@@ -173,6 +173,18 @@ class Tables(Case):
         median = statistics.median(reps("grid_sync/blocks:132", "us_per_barrier"))
         self.assertEqual(row(barrier, "132")[1], f"{median:.2f}")
 
+    def test_the_exchange_floors_are_read_beside_the_stages(self):
+        folder = self.copy_fixture()
+        doc = json.loads((folder / "bench.json").read_text())
+        for way, us in (("global", 0.45), ("cluster", 0.25)):
+            name = f"exchange_{way}/blocks:16/iterations:1/manual_time"
+            doc["benchmarks"].append({"name": name, "run_name": name, "run_type": "iteration",
+                                      "us_per_step": us, "blocks": 16})
+        (folder / "bench.json").write_text(json.dumps(doc))
+        res = mp.load(folder)
+        self.assertEqual(res.other["exchange_cluster/blocks:16"].reps, [{"us_per_step": 0.25}])
+        self.assertEqual(len(res.runs), len(self.res.runs))  # no stage row made of them
+
 
 README = """# title
 intro text
