@@ -1,20 +1,20 @@
 // The floor of a persistent kernel's step: every block hands one value to every other block and
-// waits for all of theirs, as the persistent stages hand on h_t or dz_t. Two ways, timed like
-// grid_barrier.cu: through global memory, each value polled until it appears (the stages'
-// published values), and through the shared memory of the blocks of one thread-block cluster, each
-// value sent with st.async and counted by an mbarrier in the block that receives it.
+// waits for all of theirs, as the persistent stages hand on h_t or dz_t. Two ways, timed as the
+// grid barrier is (launch_timing.h): through global memory, each value polled until it appears (the
+// stages' published values), and through the shared memory of the blocks of one thread-block
+// cluster, each value sent with st.async and counted by an mbarrier in the block that receives it.
 #include "exchange.h"
 
-#include <algorithm>
 #include <stdexcept>
 #include <string>
 
+#include "harness/co_residency.h"
 #include "harness/cuda_utils.h"
+#include "launch_timing.h"
 
 namespace lstm::bench {
 namespace {
 
-constexpr int kRuns = 8;                   // timed launches per step count, after one warm-up
 constexpr int kThreads = 128;              // threads per block
 constexpr int kOneBlockPerSm = 120 << 10;  // dynamic shared memory that keeps one block an SM
 constexpr int kMaxClusterBlocks = 16;      // the largest (non-portable) cluster of Hopper
@@ -105,49 +105,17 @@ __global__ void cluster_exchange_kernel(int steps) {
   cluster_barrier();  // no block leaves while another may still send into its shared memory
 }
 
-/// The fastest of kRuns launches of `launch(steps)` in ms, one warm-up first.
-template <typename Launch>
-float fastest_ms(const Launch& launch, int steps) {
-  cudaEvent_t start, stop;
-  CUDA_CHECK(cudaEventCreate(&start));
-  CUDA_CHECK(cudaEventCreate(&stop));
-  float best_ms = 1e30f;
-  for (int run = -1; run < kRuns; ++run) {  // run -1 warms up
-    launch(steps, start, stop);
-    CUDA_CHECK(cudaEventSynchronize(stop));
-    float ms = 0.0f;
-    CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
-    if (run >= 0) best_ms = std::min(best_ms, ms);
-  }
-  CUDA_CHECK(cudaEventDestroy(start));
-  CUDA_CHECK(cudaEventDestroy(stop));
-  return best_ms;
-}
-
-/// (t(steps) - t(1)) / (steps - 1) in microseconds: the launch's own cost removed.
-template <typename Launch>
-double us_per_step(const Launch& launch, int steps) {
-  const float many_ms = fastest_ms(launch, steps);
-  const float one_ms = fastest_ms(launch, 1);
-  return (static_cast<double>(many_ms) - one_ms) * 1e3 / (steps - 1);
-}
-
 }  // namespace
 
 double measure_global_exchange_us(int blocks, int steps) {
   if (blocks < 2 || steps < 2)
     throw std::invalid_argument("measure_global_exchange_us needs blocks >= 2, steps >= 2");
-  int device = 0, sm_count = 0, per_sm = 0;
+  int device = 0, sm_count = 0;
   CUDA_CHECK(cudaGetDevice(&device));
   CUDA_CHECK(cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, device));
-  CUDA_CHECK(cudaFuncSetAttribute(global_exchange_kernel,
-                                  cudaFuncAttributeMaxDynamicSharedMemorySize, kOneBlockPerSm));
-  CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, global_exchange_kernel,
-                                                           kThreads, kOneBlockPerSm));
-  if (per_sm * sm_count < blocks)
-    throw std::runtime_error(std::to_string(blocks) +
-                             " blocks, one an SM, cannot all be resident (" +
-                             std::to_string(sm_count) + " SMs)");
+  const std::string why = check_co_resident(reinterpret_cast<const void*>(global_exchange_kernel),
+                                            "exchange", kThreads, kOneBlockPerSm, blocks, sm_count);
+  if (!why.empty()) throw std::runtime_error(why);
   DeviceBuffer<unsigned> slots(2 * static_cast<std::size_t>(blocks));
   unsigned* slots_data = slots.data();
   const auto launch = [&](int n, cudaEvent_t start, cudaEvent_t stop) {
@@ -169,25 +137,21 @@ double measure_cluster_exchange_us(int blocks, int steps) {
   CUDA_CHECK(cudaDeviceGetAttribute(&cluster_launch, cudaDevAttrClusterLaunch, device));
   if (!cluster_launch) throw std::runtime_error("the device has no thread-block clusters");
   CUDA_CHECK(cudaFuncSetAttribute(cluster_exchange_kernel,
-                                  cudaFuncAttributeMaxDynamicSharedMemorySize, kOneBlockPerSm));
-  CUDA_CHECK(cudaFuncSetAttribute(cluster_exchange_kernel,
                                   cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
+  if (resident_clusters(reinterpret_cast<const void*>(cluster_exchange_kernel), kThreads,
+                        kOneBlockPerSm, blocks) < 1)
+    throw std::runtime_error("a cluster of " + std::to_string(blocks) +
+                             " blocks, one an SM, cannot be resident");
   cudaLaunchConfig_t config = {};
   cudaLaunchAttribute attribute = {};
   attribute.id = cudaLaunchAttributeClusterDimension;
   attribute.val.clusterDim.x = blocks;
-  attribute.val.clusterDim.y = 1;
-  attribute.val.clusterDim.z = 1;
+  attribute.val.clusterDim.y = attribute.val.clusterDim.z = 1;
   config.gridDim = dim3(blocks);
   config.blockDim = dim3(kThreads);
   config.dynamicSmemBytes = kOneBlockPerSm;
   config.attrs = &attribute;
   config.numAttrs = 1;
-  int clusters = 0;
-  CUDA_CHECK(cudaOccupancyMaxActiveClusters(&clusters, cluster_exchange_kernel, &config));
-  if (clusters < 1)
-    throw std::runtime_error("a cluster of " + std::to_string(blocks) +
-                             " blocks, one an SM, cannot be resident");
   const auto launch = [&](int n, cudaEvent_t start, cudaEvent_t stop) {
     CUDA_CHECK(cudaEventRecord(start));
     CUDA_CHECK(cudaLaunchKernelEx(&config, cluster_exchange_kernel, n));

@@ -5,18 +5,16 @@
 
 #include <cooperative_groups.h>
 
-#include <algorithm>
 #include <stdexcept>
 #include <string>
 
 #include "harness/cuda_utils.h"
+#include "launch_timing.h"
 
 namespace lstm::bench {
 namespace {
 
 namespace cg = cooperative_groups;
-
-constexpr int kRuns = 8;  // timed launches per barrier count, after one warm-up; keep the fastest
 
 /// Mapping: 1-D grid, all blocks co-resident; each iteration thread 0 of every block stores the
 /// iteration to its block's slot, then every thread meets the whole grid at one barrier.
@@ -26,28 +24,6 @@ __global__ void grid_sync_kernel(int* slots, int barriers) {
     if (threadIdx.x == 0) slots[blockIdx.x] = i;
     grid.sync();
   }
-}
-
-/// The fastest of kRuns cooperative launches of `barriers` barriers, in ms (one warm-up first).
-float fastest_launch_ms(int blocks, int threads_per_block, int barriers, int* slots) {
-  void* kernel_args[] = {&slots, &barriers};
-  cudaEvent_t start, stop;
-  CUDA_CHECK(cudaEventCreate(&start));
-  CUDA_CHECK(cudaEventCreate(&stop));
-  float best_ms = 1e30f;
-  for (int run = -1; run < kRuns; ++run) {  // run -1 warms up
-    CUDA_CHECK(cudaEventRecord(start));
-    CUDA_CHECK(cudaLaunchCooperativeKernel(grid_sync_kernel, dim3(blocks), dim3(threads_per_block),
-                                           kernel_args));
-    CUDA_CHECK(cudaEventRecord(stop));
-    CUDA_CHECK(cudaEventSynchronize(stop));
-    float ms = 0.0f;
-    CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
-    if (run >= 0) best_ms = std::min(best_ms, ms);
-  }
-  CUDA_CHECK(cudaEventDestroy(start));
-  CUDA_CHECK(cudaEventDestroy(stop));
-  return best_ms;
 }
 
 }  // namespace
@@ -70,9 +46,15 @@ double measure_grid_sync_us(int blocks, int threads_per_block, int barriers) {
                              " per SM x " + std::to_string(sm_count) + " SMs)");
   }
   DeviceBuffer<int> slots(static_cast<std::size_t>(blocks));
-  const float many_ms = fastest_launch_ms(blocks, threads_per_block, barriers, slots.data());
-  const float one_ms = fastest_launch_ms(blocks, threads_per_block, 1, slots.data());
-  return (static_cast<double>(many_ms) - one_ms) * 1e3 / (barriers - 1);
+  int* slots_data = slots.data();
+  const auto launch = [&](int n, cudaEvent_t start, cudaEvent_t stop) {
+    void* kernel_args[] = {&slots_data, &n};
+    CUDA_CHECK(cudaEventRecord(start));
+    CUDA_CHECK(cudaLaunchCooperativeKernel(grid_sync_kernel, dim3(blocks), dim3(threads_per_block),
+                                           kernel_args));
+    CUDA_CHECK(cudaEventRecord(stop));
+  };
+  return us_per_step(launch, barriers);
 }
 
 }  // namespace lstm::bench
