@@ -517,7 +517,9 @@ int main(int argc, char** argv) {
           ->Iterations(1)
           ->Unit(benchmark::kMicrosecond);
     };
-    for (int blocks : {16, 64, sm_count})
+    std::vector<int> exchange_blocks = {16, 64};
+    if (sm_count != 16 && sm_count != 64) exchange_blocks.push_back(sm_count);
+    for (int blocks : exchange_blocks)
       register_exchange("global", false, blocks);
     for (int blocks : {2, 8, 16})
       register_exchange("cluster", true, blocks);

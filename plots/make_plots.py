@@ -75,7 +75,7 @@ class Run:
 class Results:  # everything read from one results/<gpu>/ folder
     folder: Path
     runs: list = field(default_factory=list)  # Run per bench entry and PyTorch record
-    other: dict = field(default_factory=dict)  # fp32_fma_peak, grid_sync/, exchange_*/blocks:N -> Run
+    other: dict = field(default_factory=dict)  # fp32_fma_peak, grid_sync/, exchange_* -> Run
     context: dict = field(default_factory=dict)  # bench file -> its "context"
     checks: dict = field(default_factory=dict)  # (stage, kind, precision, shape) -> [status..]
     errors: list = field(default_factory=list)  # Run per error_vs_seq.jsonl record: y's error
