@@ -365,40 +365,24 @@ void bench_fp32_peak(benchmark::State& state) {
   state.counters["tflops"] = flops / (best_ms * 1e-3) / 1e12;
 }
 
-void bench_grid_sync(benchmark::State& state, int blocks) {
+/// A floor of the GPU in microseconds (a grid barrier, one step's exchange): `measure(blocks)`,
+/// reported as the manual time and as `counter`; skipped where `measure` refuses (the blocks
+/// cannot all be resident at once, or the device has no clusters).
+void bench_floor(benchmark::State& state, const char* counter, int blocks,
+                 double (*measure)(int blocks)) {
   double us = 0.0;
   for (auto _ : state) {
     try {
-      us = measure_grid_sync_us(blocks, kGridSyncThreads, kGridSyncBarriers);
+      us = measure(blocks);
     } catch (const CudaError&) {
       throw;
-    } catch (const std::runtime_error& error) {  // the blocks cannot all be resident at once
+    } catch (const std::runtime_error& error) {
       skip(state, std::string("unsupported: ") + error.what());
       break;
     }
     state.SetIterationTime(us * 1e-6);
   }
-  state.counters["us_per_barrier"] = us;
-  state.counters["blocks"] = blocks;
-}
-
-/// One value a block and step handed to every other block: through global memory (`cluster`
-/// false) or within one thread-block cluster.
-void bench_exchange(benchmark::State& state, bool cluster, int blocks) {
-  double us = 0.0;
-  for (auto _ : state) {
-    try {
-      us = cluster ? measure_cluster_exchange_us(blocks, kExchangeSteps)
-                   : measure_global_exchange_us(blocks, kExchangeSteps);
-    } catch (const CudaError&) {
-      throw;
-    } catch (const std::runtime_error& error) {  // not resident at once, or no clusters
-      skip(state, std::string("unsupported: ") + error.what());
-      break;
-    }
-    state.SetIterationTime(us * 1e-6);
-  }
-  state.counters["us_per_step"] = us;
+  state.counters[counter] = us;
   state.counters["blocks"] = blocks;
 }
 
@@ -501,28 +485,29 @@ int main(int argc, char** argv) {
     for (int blocks : {64, 32}) {
       if (blocks != sm_count) grid_sync_blocks.push_back(blocks);
     }
-    for (int blocks : grid_sync_blocks) {
+    const auto register_floor = [](const std::string& name, const char* counter, int blocks,
+                                   double (*measure)(int)) {
       benchmark::RegisterBenchmark(
-          ("grid_sync/blocks:" + std::to_string(blocks)).c_str(),
-          [blocks](benchmark::State& state) { bench_grid_sync(state, blocks); })
-          ->UseManualTime()
-          ->Iterations(1)
-          ->Unit(benchmark::kMicrosecond);
-    }
-    const auto register_exchange = [](const std::string& way, bool cluster, int blocks) {
-      benchmark::RegisterBenchmark(
-          ("exchange_" + way + "/blocks:" + std::to_string(blocks)).c_str(),
-          [cluster, blocks](benchmark::State& state) { bench_exchange(state, cluster, blocks); })
+          (name + "/blocks:" + std::to_string(blocks)).c_str(),
+          [=](benchmark::State& state) { bench_floor(state, counter, blocks, measure); })
           ->UseManualTime()
           ->Iterations(1)
           ->Unit(benchmark::kMicrosecond);
     };
+    for (int blocks : grid_sync_blocks)
+      register_floor("grid_sync", "us_per_barrier", blocks, [](int n) {
+        return measure_grid_sync_us(n, kGridSyncThreads, kGridSyncBarriers);
+      });
+    // One value a block and step handed to every other block, through global memory or within
+    // one thread-block cluster.
     std::vector<int> exchange_blocks = {16, 64};
     if (sm_count != 16 && sm_count != 64) exchange_blocks.push_back(sm_count);
     for (int blocks : exchange_blocks)
-      register_exchange("global", false, blocks);
+      register_floor("exchange_global", "us_per_step", blocks,
+                     [](int n) { return measure_global_exchange_us(n, kExchangeSteps); });
     for (int blocks : {2, 8, 16})
-      register_exchange("cluster", true, blocks);
+      register_floor("exchange_cluster", "us_per_step", blocks,
+                     [](int n) { return measure_cluster_exchange_us(n, kExchangeSteps); });
     // Registered configuration by configuration; the run order is Google Benchmark's (random
     // with interleaving), the data stays in DataCache.
     static const std::vector<StageInfo> impls = implementations();
