@@ -1,0 +1,346 @@
+// Experiment (not a stage): the 16-bit backward recurrence of one LSTM layer inside one cluster of
+// 16 blocks, with no dz_t through global memory. Block r owns hidden units r*J .. r*J + J - 1
+// (J = H / 16) and their 4J gate rows. Each step it
+//   1. sums the 16 partial sums of dh_rec for its units that the blocks sent into its shared memory
+//      (an mbarrier counts their bytes),
+//   2. runs the cell's backward of its (unit, batch row) pairs in FP32, giving dz_t of its gate rows,
+//   3. multiplies its own gate rows' dz_t (16 bits, in its shared memory) by the same rows of W_hh
+//      (16 bits, kept in shared memory as mma A fragments of W_hhᵀ): a partial dh_rec for every
+//      unit, FP32 sums,
+//   4. sends each unit's partial sum into the shared memory of the unit's owner with st.async.
+// The question it answers: how long a step takes when the exchange is the cluster's (~0.25 us on
+// an H200, results/h200/exchange_floors.jsonl) instead of published dz polled from L2.
+//
+// Build: nvcc -O3 -std=c++17 -arch=sm_90 bench/experiments/cluster_backward.cu -o cluster_backward
+// Run:   ./cluster_backward H B   (H = 256 or 512, 1 <= B <= 8); prints one JSON line per T.
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#define CHECK(call)                                                                       \
+  do {                                                                                    \
+    cudaError_t e_ = (call);                                                              \
+    if (e_ != cudaSuccess) {                                                              \
+      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call,                  \
+                   cudaGetErrorString(e_));                                               \
+      std::exit(1);                                                                       \
+    }                                                                                     \
+  } while (0)
+
+constexpr int kBlocks = 16;   // the cluster: every block of the recurrence
+constexpr int kThreads = 256;  // 8 warps; one thread per (unit, batch row) pair: J * B <= 256
+constexpr int kWarps = kThreads / 32;
+constexpr int kMaxBatch = 8;   // one mma column tile
+
+struct Args {
+  const uint4* w_fragments;  // [block][row tile][k tile][lane]: A of W_hhᵀ for the block's k
+  const float* gates;        // (T, B, 4, H) activated i, f, g, o
+  const float* cell;         // (T + 1, B, H): c0, then c_t at t + 1
+  const float* d_above;      // (T, B, H)
+  float* dz;                 // (T, B, 4, H) written, FP32
+  float* dh0;                // (B, H) written
+  int H, B, T;
+};
+
+__device__ __forceinline__ unsigned shared_address(const void* p) {
+  return static_cast<unsigned>(__cvta_generic_to_shared(p));
+}
+__device__ __forceinline__ unsigned remote(unsigned local, unsigned rank) {
+  unsigned r;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(r) : "r"(local), "r"(rank));
+  return r;
+}
+__device__ __forceinline__ void arm(unsigned bar, unsigned bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes)
+               : "memory");
+}
+__device__ __forceinline__ void wait_phase(unsigned bar, unsigned parity) {
+  unsigned done = 0;
+  while (!done)
+    asm volatile(
+        "{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, "
+        "p; }"
+        : "=r"(done)
+        : "r"(bar), "r"(parity)
+        : "memory");
+}
+__device__ __forceinline__ void cluster_barrier() {
+  asm volatile("barrier.cluster.arrive.release.aligned;\n" ::: "memory");
+  asm volatile("barrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+}
+__device__ __forceinline__ void mma(float (&c)[4], uint4 a, unsigned b0, unsigned b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a.x), "r"(a.y), "r"(a.z), "r"(a.w), "r"(b0), "r"(b1));
+}
+
+/// Shared memory: w [row tile][k tile][lane] uint4 | dz [8][stride] words (two 16-bit k a word) |
+/// recv [2][16][J][B] floats | two mbarriers.
+__global__ void __launch_bounds__(kThreads, 1) cluster_backward(const Args a) {
+  extern __shared__ uint4 smem[];
+  const int H = a.H, B = a.B, J = H / kBlocks, K = 4 * J;
+  const int row_tiles = H / 16, k_tiles = K / 16, tiles_per_warp = row_tiles / kWarps;
+  const int stride = K / 2 + 4;  // words a dz column; % 8 == 4 spreads a fragment's banks
+  unsigned rank;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(rank));
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t4 = lane % 4;
+  uint4* w_s = smem;
+  unsigned* dz_s = reinterpret_cast<unsigned*>(w_s + row_tiles * k_tiles * 32);
+  float* recv = reinterpret_cast<float*>(dz_s + kMaxBatch * stride);  // [2][16][J][B]
+  const unsigned bars = (shared_address(recv + 2 * kBlocks * J * B) + 7u) & ~7u;
+  const unsigned bytes = 4u * kBlocks * J * B;
+  const int words = row_tiles * k_tiles * 32;
+  for (int i = tid; i < words; i += kThreads) w_s[i] = a.w_fragments[rank * words + i];
+  for (int i = tid; i < kMaxBatch * stride; i += kThreads) dz_s[i] = 0u;
+  if (tid == 0) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(bars) : "memory");
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(bars + 8) : "memory");
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    arm(bars, bytes);
+    arm(bars + 8, bytes);
+  }
+  __syncthreads();
+  cluster_barrier();  // every block's mbarriers armed before anything is sent
+
+  const int j = tid % J, b = tid / J, unit = rank * J + j;
+  const bool pair = b < B;
+  const std::size_t state = static_cast<std::size_t>(B) * H;
+  __half* dz_half = reinterpret_cast<__half*>(dz_s);
+  float dc = 0.0f;
+  for (int s = 0; s < a.T; ++s) {
+    const int t = a.T - 1 - s;
+    // The stash of step t, loaded before the wait.
+    float i_, f_, g_, o_, c, c_prev, dy;
+    if (pair) {
+      const float* gates = a.gates + (t * state + b * H) * 4 + unit;
+      i_ = gates[0];
+      f_ = gates[H];
+      g_ = gates[2 * H];
+      o_ = gates[3 * H];
+      c = a.cell[(t + 1) * state + b * H + unit];
+      c_prev = a.cell[t * state + b * H + unit];
+      dy = a.d_above[t * state + b * H + unit];
+    }
+    float dh = 0.0f;  // dhy = 0
+    if (s > 0) {      // 1. the 16 partial sums of step s - 1's product
+      const int buf = (s - 1) % 2;
+      wait_phase(bars + 8 * buf, ((s - 1) / 2) % 2);
+      if (pair)
+        for (int src = 0; src < kBlocks; ++src) dh += recv[((buf * kBlocks + src) * J + j) * B + b];
+      if (tid == 0) arm(bars + 8 * buf, bytes);  // for step s + 1's sums
+    }
+    if (pair) {  // 2. the cell's backward
+      dh += dy;
+      const float tanh_c = tanhf(c);
+      dc += dh * o_ * (1.0f - tanh_c * tanh_c);
+      const float d[4] = {dc * g_ * i_ * (1.0f - i_), dc * c_prev * f_ * (1.0f - f_),
+                          dc * i_ * (1.0f - g_ * g_), dh * tanh_c * o_ * (1.0f - o_)};
+      for (int q = 0; q < 4; ++q) {
+        a.dz[(t * state + b * H) * 4 + q * H + unit] = d[q];
+        dz_half[b * 2 * stride + q * J + j] = __float2half_rn(d[q]);
+      }
+      dc *= f_;
+    }
+    __syncthreads();
+    // 3. partial dh_rec for the warp's row tiles (units) from this block's k (gate rows).
+    float acc[4][4] = {};  // tiles_per_warp <= 4 (H <= 512)
+    for (int kt = 0; kt < k_tiles; ++kt) {
+      const unsigned b0 = dz_s[g * stride + kt * 8 + t4], b1 = dz_s[g * stride + kt * 8 + t4 + 4];
+#pragma unroll
+      for (int rt = 0; rt < 4; ++rt)
+        if (rt < tiles_per_warp)
+          mma(acc[rt], w_s[((warp * tiles_per_warp + rt) * k_tiles + kt) * 32 + lane], b0, b1);
+    }
+    // 4. each partial sum to its unit's owner: recv[s % 2][rank][unit % J][col] there.
+    const int buf = s % 2;
+#pragma unroll
+    for (int rt = 0; rt < 4; ++rt) {
+      if (rt >= tiles_per_warp) break;
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int row = (warp * tiles_per_warp + rt) * 16 + g + 8 * (e >> 1), col = 2 * t4 + (e & 1);
+        if (col >= B) continue;
+        const unsigned owner = row / J;
+        const unsigned local = shared_address(recv + ((buf * kBlocks + rank) * J + row % J) * B + col);
+        asm volatile(
+            "st.async.shared::cluster.mbarrier::complete_tx::bytes.b32 [%0], %1, [%2];" ::"r"(
+                remote(local, owner)),
+            "r"(__float_as_uint(acc[rt][e])), "r"(remote(bars + 8 * buf, owner))
+            : "memory");
+      }
+    }
+    __syncthreads();  // dz_s is written again next step
+  }
+  // dh0: the sums of the last step's product.
+  const int buf = (a.T - 1) % 2;
+  wait_phase(bars + 8 * buf, ((a.T - 1) / 2) % 2);
+  if (pair) {
+    float dh = 0.0f;
+    for (int src = 0; src < kBlocks; ++src) dh += recv[((buf * kBlocks + src) * J + j) * B + b];
+    a.dh0[b * H + unit] = dh;
+  }
+  cluster_barrier();  // nobody leaves while a block may still send into its shared memory
+}
+
+static float half_round(float x) { return __half2float(__float2half_rn(x)); }
+static unsigned pack(float lo, float hi) {
+  __half l = __float2half_rn(lo), h = __float2half_rn(hi);
+  std::uint16_t lb, hb;
+  std::memcpy(&lb, &l, 2);
+  std::memcpy(&hb, &h, 2);
+  return lb | (static_cast<unsigned>(hb) << 16);
+}
+
+int main(int argc, char** argv) {
+  if (argc != 3) {
+    std::fprintf(stderr, "usage: %s H B  (H = 256 or 512, 1 <= B <= 8)\n", argv[0]);
+    return 2;
+  }
+  const int H = std::atoi(argv[1]), B = std::atoi(argv[2]);
+  if ((H != 256 && H != 512) || B < 1 || B > kMaxBatch) {
+    std::fprintf(stderr, "H must be 256 or 512 and B 1 to 8 (got H = %d, B = %d)\n", H, B);
+    return 2;
+  }
+  const int J = H / kBlocks, K = 4 * J, row_tiles = H / 16, k_tiles = K / 16;
+  const int Tmax = 1000;
+  std::mt19937 rng(1);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(H));
+  std::vector<float> w(4 * H * H);  // W_hh (4H, H), 16-bit values
+  for (float& x : w) x = half_round(u(rng) * scale);
+  const auto sig = [](float x) { return 1.0f / (1.0f + std::exp(-x)); };
+  std::vector<float> gates(static_cast<std::size_t>(Tmax) * B * 4 * H), cell((Tmax + 1) * B * H),
+      dy(Tmax * B * H);
+  for (std::size_t n = 0; n < gates.size(); ++n) {
+    const int q = static_cast<int>(n / H % 4);
+    gates[n] = q == 2 ? std::tanh(2 * u(rng)) : sig(2 * u(rng));
+  }
+  for (float& x : cell) x = u(rng);
+  for (float& x : dy) x = 0.1f * u(rng);
+  // W_hhᵀ's A fragments: block r, row tile mt (units), k tile kt of the block's gate rows.
+  std::vector<unsigned> frag(static_cast<std::size_t>(kBlocks) * row_tiles * k_tiles * 32 * 4);
+  const auto gate_row = [&](int r, int kl) { return (kl / J) * H + r * J + kl % J; };
+  for (int r = 0; r < kBlocks; ++r)
+    for (int mt = 0; mt < row_tiles; ++mt)
+      for (int kt = 0; kt < k_tiles; ++kt)
+        for (int lane = 0; lane < 32; ++lane)
+          for (int word = 0; word < 4; ++word) {
+            const int row = mt * 16 + lane / 4 + 8 * (word & 1);
+            const int kl = kt * 16 + 2 * (lane % 4) + 8 * (word >> 1);
+            frag[((((static_cast<std::size_t>(r) * row_tiles + mt) * k_tiles + kt) * 32 + lane) *
+                  4) + word] = pack(w[static_cast<std::size_t>(gate_row(r, kl)) * H + row],
+                                    w[static_cast<std::size_t>(gate_row(r, kl + 1)) * H + row]);
+          }
+  uint4* d_frag;
+  float *d_gates, *d_cell, *d_dy, *d_dz, *d_dh0;
+  CHECK(cudaMalloc(&d_frag, frag.size() * 4));
+  CHECK(cudaMalloc(&d_gates, gates.size() * 4));
+  CHECK(cudaMalloc(&d_cell, cell.size() * 4));
+  CHECK(cudaMalloc(&d_dy, dy.size() * 4));
+  CHECK(cudaMalloc(&d_dz, gates.size() * 4));
+  CHECK(cudaMalloc(&d_dh0, B * H * 4));
+  CHECK(cudaMemcpy(d_frag, frag.data(), frag.size() * 4, cudaMemcpyHostToDevice));
+  CHECK(cudaMemcpy(d_gates, gates.data(), gates.size() * 4, cudaMemcpyHostToDevice));
+  CHECK(cudaMemcpy(d_cell, cell.data(), cell.size() * 4, cudaMemcpyHostToDevice));
+  CHECK(cudaMemcpy(d_dy, dy.data(), dy.size() * 4, cudaMemcpyHostToDevice));
+
+  const std::size_t smem = static_cast<std::size_t>(row_tiles) * k_tiles * 32 * 16 +
+                           kMaxBatch * (K / 2 + 4) * 4 + 2 * kBlocks * J * B * 4 + 16 + 8;
+  CHECK(cudaFuncSetAttribute(cluster_backward, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             static_cast<int>(smem)));
+  CHECK(cudaFuncSetAttribute(cluster_backward, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
+  cudaLaunchAttribute attr = {};
+  attr.id = cudaLaunchAttributeClusterDimension;
+  attr.val.clusterDim.x = kBlocks;
+  attr.val.clusterDim.y = attr.val.clusterDim.z = 1;
+  cudaLaunchConfig_t config = {};
+  config.gridDim = dim3(kBlocks);
+  config.blockDim = dim3(kThreads);
+  config.dynamicSmemBytes = smem;
+  config.attrs = &attr;
+  config.numAttrs = 1;
+  int clusters = 0;
+  CHECK(cudaOccupancyMaxActiveClusters(&clusters, cluster_backward, &config));
+  if (clusters < 1) {
+    std::fprintf(stderr, "a cluster of 16 blocks with %zu bytes each cannot be resident\n", smem);
+    return 1;
+  }
+  for (int T : {100, 1000}) {
+    Args args{d_frag, d_gates, d_cell, d_dy, d_dz, d_dh0, H, B, T};
+    cudaEvent_t start, stop;
+    CHECK(cudaEventCreate(&start));
+    CHECK(cudaEventCreate(&stop));
+    std::vector<float> times;
+    for (int run = 0; run < 11; ++run) {
+      CHECK(cudaEventRecord(start));
+      CHECK(cudaLaunchKernelEx(&config, cluster_backward, args));
+      CHECK(cudaEventRecord(stop));
+      CHECK(cudaEventSynchronize(stop));
+      float ms = 0.0f;
+      CHECK(cudaEventElapsedTime(&ms, start, stop));
+      if (run > 0) times.push_back(ms);
+    }
+    std::sort(times.begin(), times.end());
+    // The reference in double, with the kernel's 16-bit W and 16-bit dz in the product.
+    std::vector<float> dz(gates.size()), dh0(B * H);
+    CHECK(cudaMemcpy(dz.data(), d_dz, static_cast<std::size_t>(T) * B * 4 * H * 4,
+                     cudaMemcpyDeviceToHost));
+    CHECK(cudaMemcpy(dh0.data(), d_dh0, B * H * 4, cudaMemcpyDeviceToHost));
+    std::vector<double> dh_rec(B * H, 0.0), dcr(B * H, 0.0), zr(4 * H);
+    double dz_err = 0, dz_max = 0, dh_err = 0, dh_max = 0;
+    const bool checked = T <= 100;  // the reference's product is 4H * H * B a step on the CPU
+    for (int t = T - 1; checked && t >= 0; --t) {
+      std::vector<double> next(B * H, 0.0);
+      for (int bb = 0; bb < B; ++bb) {
+        for (int un = 0; un < H; ++un) {
+          const std::size_t at = (static_cast<std::size_t>(t) * B + bb) * 4 * H + un;
+          const double i_ = gates[at], f_ = gates[at + H], g_ = gates[at + 2 * H],
+                       o_ = gates[at + 3 * H];
+          const double c = cell[(static_cast<std::size_t>(t) + 1) * B * H + bb * H + un];
+          const double cp = cell[static_cast<std::size_t>(t) * B * H + bb * H + un];
+          const double dh = dh_rec[bb * H + un] + dy[static_cast<std::size_t>(t) * B * H + bb * H + un];
+          const double tc = std::tanh(c);
+          double& dcc = dcr[bb * H + un];
+          dcc += dh * o_ * (1 - tc * tc);
+          const double d[4] = {dcc * g_ * i_ * (1 - i_), dcc * cp * f_ * (1 - f_),
+                               dcc * i_ * (1 - g_ * g_), dh * tc * o_ * (1 - o_)};
+          dcc *= f_;
+          for (int q = 0; q < 4; ++q) {
+            zr[q * H + un] = d[q];
+            dz_err = std::max(dz_err, std::fabs(d[q] - dz[at + q * H]));
+            dz_max = std::max(dz_max, std::fabs(d[q]));
+          }
+        }
+        for (int k = 0; k < 4 * H; ++k) {  // the product with dz rounded to 16 bits, as the kernel
+          const double z = half_round(static_cast<float>(zr[k]));
+          if (z == 0) continue;
+          const float* wr = &w[static_cast<std::size_t>(k) * H];
+          for (int un = 0; un < H; ++un) next[bb * H + un] += wr[un] * z;
+        }
+      }
+      dh_rec = next;
+    }
+    for (int n = 0; checked && n < B * H; ++n) {
+      dh_err = std::max(dh_err, std::fabs(dh_rec[n] - dh0[n]));
+      dh_max = std::max(dh_max, std::fabs(dh_rec[n]));
+    }
+    std::printf(
+        "{\"H\": %d, \"B\": %d, \"T\": %d, \"median_ms\": %.4f, \"min_ms\": %.4f, \"us_per_step\": "
+        "%.3f, \"checked\": %s, \"dz_max_error_rel\": %.3g, \"dh0_max_error_rel\": %.3g, "
+        "\"smem_bytes\": %zu}\n",
+        H, B, T, times[times.size() / 2], times.front(), 1e3 * times[times.size() / 2] / T,
+        checked ? "true" : "false", checked ? dz_err / dz_max : 0.0, checked ? dh_err / dh_max : 0.0,
+        smem);
+  }
+  return 0;
+}
