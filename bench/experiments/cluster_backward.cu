@@ -12,7 +12,9 @@
 // an H200, results/h200/exchange_floors.jsonl) instead of published dz polled from L2.
 //
 // Build: nvcc -O3 -std=c++17 -arch=sm_90 bench/experiments/cluster_backward.cu -o cluster_backward
-// Run:   ./cluster_backward H B   (H = 256 or 512, 1 <= B <= 8); prints one JSON line per T.
+// Run:   ./cluster_backward H B [CLUSTERS [THREADS]]   (H = 256 or 512; B <= 8 * CLUSTERS, the
+//        batch split over CLUSTERS independent clusters, 1 by default; THREADS 256 (default) or
+//        512); prints one JSON line per T.
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
@@ -35,10 +37,8 @@
     }                                                                                     \
   } while (0)
 
-constexpr int kBlocks = 16;   // the cluster: every block of the recurrence
-constexpr int kThreads = 256;  // 8 warps; one thread per (unit, batch row) pair: J * B <= 256
-constexpr int kWarps = kThreads / 32;
-constexpr int kMaxBatch = 8;   // one mma column tile
+constexpr int kBlocks = 16;   // a cluster: every block of the recurrence of its batch rows
+constexpr int kMaxBatch = 8;   // batch rows a cluster: one mma column tile
 
 struct Args {
   const uint4* w_fragments;  // [block][row tile][k tile][lane]: A of W_hhᵀ for the block's k
@@ -48,6 +48,7 @@ struct Args {
   float* dz;                 // (T, B, 4, H) written, FP32
   float* dh0;                // (B, H) written
   int H, B, T;
+  int cluster_rows;          // Bc <= 8: cluster g takes batch rows g * Bc .. g * Bc + Bc - 1
 };
 
 __device__ __forceinline__ unsigned shared_address(const void* p) {
@@ -85,10 +86,13 @@ __device__ __forceinline__ void mma(float (&c)[4], uint4 a, unsigned b0, unsigne
 }
 
 /// Shared memory: w [row tile][k tile][lane] uint4 | dz [8][stride] words (two 16-bit k a word) |
-/// recv [2][16][J][B] floats | two mbarriers.
+/// recv [2][16][J][Bc] floats | two mbarriers. kThreads: 256 or 512 (J * Bc pairs, one a thread).
+template <int kThreads>
 __global__ void __launch_bounds__(kThreads, 1) cluster_backward(const Args a) {
   extern __shared__ uint4 smem[];
-  const int H = a.H, B = a.B, J = H / kBlocks, K = 4 * J;
+  constexpr int kWarps = kThreads / 32;
+  const int H = a.H, J = H / kBlocks, K = 4 * J, B = a.cluster_rows;  // B: recv's column count
+  const int first_row = blockIdx.x / kBlocks * B, rows = min(B, a.B - first_row);
   const int row_tiles = H / 16, k_tiles = K / 16, tiles_per_warp = row_tiles / kWarps;
   const int stride = K / 2 + 4;  // words a dz column; % 8 == 4 spreads a fragment's banks
   unsigned rank;
@@ -98,7 +102,7 @@ __global__ void __launch_bounds__(kThreads, 1) cluster_backward(const Args a) {
   unsigned* dz_s = reinterpret_cast<unsigned*>(w_s + row_tiles * k_tiles * 32);
   float* recv = reinterpret_cast<float*>(dz_s + kMaxBatch * stride);  // [2][16][J][B]
   const unsigned bars = (shared_address(recv + 2 * kBlocks * J * B) + 7u) & ~7u;
-  const unsigned bytes = 4u * kBlocks * J * B;
+  const unsigned bytes = 4u * kBlocks * J * rows;
   const int words = row_tiles * k_tiles * 32;
   for (int i = tid; i < words; i += kThreads) w_s[i] = a.w_fragments[rank * words + i];
   for (int i = tid; i < kMaxBatch * stride; i += kThreads) dz_s[i] = 0u;
@@ -112,9 +116,9 @@ __global__ void __launch_bounds__(kThreads, 1) cluster_backward(const Args a) {
   __syncthreads();
   cluster_barrier();  // every block's mbarriers armed before anything is sent
 
-  const int j = tid % J, b = tid / J, unit = rank * J + j;
-  const bool pair = b < B;
-  const std::size_t state = static_cast<std::size_t>(B) * H;
+  const int j = tid % J, b = tid / J, unit = rank * J + j, row = first_row + b;  // my pair
+  const bool pair = b < rows;
+  const std::size_t state = static_cast<std::size_t>(a.B) * H;
   __half* dz_half = reinterpret_cast<__half*>(dz_s);
   float dc = 0.0f;
   for (int s = 0; s < a.T; ++s) {
@@ -122,14 +126,14 @@ __global__ void __launch_bounds__(kThreads, 1) cluster_backward(const Args a) {
     // The stash of step t, loaded before the wait.
     float i_, f_, g_, o_, c, c_prev, dy;
     if (pair) {
-      const float* gates = a.gates + (t * state + b * H) * 4 + unit;
+      const float* gates = a.gates + (t * state + row * H) * 4 + unit;
       i_ = gates[0];
       f_ = gates[H];
       g_ = gates[2 * H];
       o_ = gates[3 * H];
-      c = a.cell[(t + 1) * state + b * H + unit];
-      c_prev = a.cell[t * state + b * H + unit];
-      dy = a.d_above[t * state + b * H + unit];
+      c = a.cell[(t + 1) * state + row * H + unit];
+      c_prev = a.cell[t * state + row * H + unit];
+      dy = a.d_above[t * state + row * H + unit];
     }
     float dh = 0.0f;  // dhy = 0
     if (s > 0) {      // 1. the 16 partial sums of step s - 1's product
@@ -146,7 +150,7 @@ __global__ void __launch_bounds__(kThreads, 1) cluster_backward(const Args a) {
       const float d[4] = {dc * g_ * i_ * (1.0f - i_), dc * c_prev * f_ * (1.0f - f_),
                           dc * i_ * (1.0f - g_ * g_), dh * tanh_c * o_ * (1.0f - o_)};
       for (int q = 0; q < 4; ++q) {
-        a.dz[(t * state + b * H) * 4 + q * H + unit] = d[q];
+        a.dz[(t * state + row * H) * 4 + q * H + unit] = d[q];
         dz_half[b * 2 * stride + q * J + j] = __float2half_rn(d[q]);
       }
       dc *= f_;
@@ -168,10 +172,10 @@ __global__ void __launch_bounds__(kThreads, 1) cluster_backward(const Args a) {
       if (rt >= tiles_per_warp) break;
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        const int row = (warp * tiles_per_warp + rt) * 16 + g + 8 * (e >> 1), col = 2 * t4 + (e & 1);
-        if (col >= B) continue;
-        const unsigned owner = row / J;
-        const unsigned local = shared_address(recv + ((buf * kBlocks + rank) * J + row % J) * B + col);
+        const int m = (warp * tiles_per_warp + rt) * 16 + g + 8 * (e >> 1), col = 2 * t4 + (e & 1);
+        if (col >= rows) continue;
+        const unsigned owner = m / J;  // unit m's block
+        const unsigned local = shared_address(recv + ((buf * kBlocks + rank) * J + m % J) * B + col);
         asm volatile(
             "st.async.shared::cluster.mbarrier::complete_tx::bytes.b32 [%0], %1, [%2];" ::"r"(
                 remote(local, owner)),
@@ -187,7 +191,7 @@ __global__ void __launch_bounds__(kThreads, 1) cluster_backward(const Args a) {
   if (pair) {
     float dh = 0.0f;
     for (int src = 0; src < kBlocks; ++src) dh += recv[((buf * kBlocks + src) * J + j) * B + b];
-    a.dh0[b * H + unit] = dh;
+    a.dh0[row * H + unit] = dh;
   }
   cluster_barrier();  // nobody leaves while a block may still send into its shared memory
 }
@@ -202,13 +206,19 @@ static unsigned pack(float lo, float hi) {
 }
 
 int main(int argc, char** argv) {
-  if (argc != 3) {
-    std::fprintf(stderr, "usage: %s H B  (H = 256 or 512, 1 <= B <= 8)\n", argv[0]);
+  if (argc < 3 || argc > 5) {
+    std::fprintf(stderr, "usage: %s H B [CLUSTERS [THREADS]]\n", argv[0]);
     return 2;
   }
   const int H = std::atoi(argv[1]), B = std::atoi(argv[2]);
-  if ((H != 256 && H != 512) || B < 1 || B > kMaxBatch) {
-    std::fprintf(stderr, "H must be 256 or 512 and B 1 to 8 (got H = %d, B = %d)\n", H, B);
+  const int G = argc > 3 ? std::atoi(argv[3]) : 1, threads = argc > 4 ? std::atoi(argv[4]) : 256;
+  const int Bc = G > 0 ? (B + G - 1) / G : 0;
+  if ((H != 256 && H != 512) || B < 1 || G < 1 || Bc > kMaxBatch || (threads != 256 && threads != 512) ||
+      (B + Bc - 1) / Bc != G) {
+    std::fprintf(stderr,
+                 "H must be 256 or 512, B 1 to 8 a cluster with no cluster empty, THREADS 256 or "
+                 "512 (got H = %d, B = %d, CLUSTERS = %d, THREADS = %d)\n",
+                 H, B, G, threads);
     return 2;
   }
   const int J = H / kBlocks, K = 4 * J, row_tiles = H / 16, k_tiles = K / 16;
@@ -255,35 +265,38 @@ int main(int argc, char** argv) {
   CHECK(cudaMemcpy(d_dy, dy.data(), dy.size() * 4, cudaMemcpyHostToDevice));
 
   const std::size_t smem = static_cast<std::size_t>(row_tiles) * k_tiles * 32 * 16 +
-                           kMaxBatch * (K / 2 + 4) * 4 + 2 * kBlocks * J * B * 4 + 16 + 8;
-  CHECK(cudaFuncSetAttribute(cluster_backward, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                           kMaxBatch * (K / 2 + 4) * 4 + 2 * kBlocks * J * Bc * 4 + 16 + 8;
+  const void* kernel = threads == 512 ? reinterpret_cast<const void*>(&cluster_backward<512>)
+                                      : reinterpret_cast<const void*>(&cluster_backward<256>);
+  CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                              static_cast<int>(smem)));
-  CHECK(cudaFuncSetAttribute(cluster_backward, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
+  CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
   cudaLaunchAttribute attr = {};
   attr.id = cudaLaunchAttributeClusterDimension;
   attr.val.clusterDim.x = kBlocks;
   attr.val.clusterDim.y = attr.val.clusterDim.z = 1;
   cudaLaunchConfig_t config = {};
-  config.gridDim = dim3(kBlocks);
-  config.blockDim = dim3(kThreads);
+  config.gridDim = dim3(kBlocks * G);
+  config.blockDim = dim3(threads);
   config.dynamicSmemBytes = smem;
   config.attrs = &attr;
   config.numAttrs = 1;
   int clusters = 0;
-  CHECK(cudaOccupancyMaxActiveClusters(&clusters, cluster_backward, &config));
+  CHECK(cudaOccupancyMaxActiveClusters(&clusters, kernel, &config));
   if (clusters < 1) {
     std::fprintf(stderr, "a cluster of 16 blocks with %zu bytes each cannot be resident\n", smem);
     return 1;
   }
   for (int T : {100, 1000}) {
-    Args args{d_frag, d_gates, d_cell, d_dy, d_dz, d_dh0, H, B, T};
+    Args args{d_frag, d_gates, d_cell, d_dy, d_dz, d_dh0, H, B, T, Bc};
+    void* params[] = {&args};
     cudaEvent_t start, stop;
     CHECK(cudaEventCreate(&start));
     CHECK(cudaEventCreate(&stop));
     std::vector<float> times;
     for (int run = 0; run < 11; ++run) {
       CHECK(cudaEventRecord(start));
-      CHECK(cudaLaunchKernelEx(&config, cluster_backward, args));
+      CHECK(cudaLaunchKernelExC(&config, kernel, params));
       CHECK(cudaEventRecord(stop));
       CHECK(cudaEventSynchronize(stop));
       float ms = 0.0f;
@@ -335,10 +348,11 @@ int main(int argc, char** argv) {
       dh_max = std::max(dh_max, std::fabs(dh_rec[n]));
     }
     std::printf(
-        "{\"H\": %d, \"B\": %d, \"T\": %d, \"median_ms\": %.4f, \"min_ms\": %.4f, \"us_per_step\": "
+        "{\"H\": %d, \"B\": %d, \"clusters\": %d, \"resident_clusters\": %d, \"threads\": %d, "
+        "\"T\": %d, \"median_ms\": %.4f, \"min_ms\": %.4f, \"us_per_step\": "
         "%.3f, \"checked\": %s, \"dz_max_error_rel\": %.3g, \"dh0_max_error_rel\": %.3g, "
         "\"smem_bytes\": %zu}\n",
-        H, B, T, times[times.size() / 2], times.front(), 1e3 * times[times.size() / 2] / T,
+        H, B, G, clusters, threads, T, times[times.size() / 2], times.front(), 1e3 * times[times.size() / 2] / T,
         checked ? "true" : "false", checked ? dz_err / dz_max : 0.0, checked ? dh_err / dh_max : 0.0,
         smem);
   }
