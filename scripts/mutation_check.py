@@ -510,6 +510,15 @@ MUTATIONS = [
      "stages/training/30_fewer_backward_k_slices/plan.cpp",
      "b.k_slices = b.threads / kWarpSize / b.batch_tiles;",
      "b.k_slices = kBackwardWarps / b.batch_tiles;", "gpu"),
+    # ---- training stage 31 (the backward in one cluster of 16 blocks; the tests that catch it:
+    # the TrainingTensorCores cases whose backward runs in one cluster, one_cluster_* among them)
+    ("gpu", "training 31 adds the partial sums of half the cluster's blocks, each twice",
+     "stages/training/31_backward_in_one_cluster/cluster_backward_kernel.cuh",
+     "dh_rec += received[((buffer * kOneCluster + source) * J + j) * Bg + b];",
+     "dh_rec += received[((buffer * kOneCluster + source / 2) * J + j) * Bg + b];", "gpu"),
+    ("gpu", "training 31 arranges W_hh's rows of the wrong units for a block's gate rows",
+     "stages/training/31_backward_in_one_cluster/cluster_backward_kernel.cuh",
+     "const int owned = rank * J + kk % J;", "const int owned = rank * J + kk % 4;", "gpu"),
     # ---- training stage 09 (the small-batch backward keeps W_hh's columns in registers)
     ("gpu", "training stage 09 loads the four gate rows of a row quad's weights from its first row",
      "stages/training/09_backward_registers/backward_registers.cuh",

@@ -47,6 +47,9 @@
 #ifndef LSTM_TC_HAS_FEW_BACKWARD_WARPS
 #define LSTM_TC_HAS_FEW_BACKWARD_WARPS 0
 #endif
+#ifndef LSTM_TC_HAS_ONE_CLUSTER
+#define LSTM_TC_HAS_ONE_CLUSTER 0
+#endif
 
 namespace lstm::LSTM_STAGE_NAMESPACE {  // the stage's, as its build names it
 
@@ -115,6 +118,16 @@ const std::vector<Case>& cases() {
     // two batch groups of one row each, in two slices.
     {"few_warps_bwd_chunks_B4", ProblemSize{300, 50, 4, 4, 1}, "0,0,0,0,1,0,96"},
     {"few_warps_bwd_groups2_slices_B4_L2", ProblemSize{130, 30, 4, 3, 2}, "0,0,0,0,2,1"},
+#endif
+#if LSTM_TC_HAS_ONE_CLUSTER
+    // The backward in one cluster of 16 blocks: J = 4 (H = 64; H = 37, where blocks 10-15 own no
+    // unit and block 9 one); J = 36 at H = 520, 33 row tiles, three for some warps, 8 rows; two
+    // clusters of 4 rows in three slices, the last with an empty cluster; the planner's choice.
+    {"one_cluster_B1_L2", ProblemSize{64, 40, 1, 9, 2}, "0,0,0,0,0,0,0,16", 0, 4, 16},
+    {"one_cluster_odd_H_B5_L3", ProblemSize{37, 19, 5, 7, 3}, "0,0,0,0,0,0,0,16", 0, 3, 16},
+    {"one_cluster_H520_B8", ProblemSize{520, 64, 8, 4, 1}, "0,0,0,0,0,0,0,16", 0, 33, 16},
+    {"one_cluster_groups_slices", ProblemSize{100, 30, 20, 5, 1}, "0,0,0,0,2,4,0,16", 0, 7, 16},
+    {"one_cluster_planned_B8", ProblemSize{512, 512, 8, 3, 1}, "", 0, 32, 16},
 #endif
   };
   return list;
@@ -333,6 +346,40 @@ TEST(TrainingTensorCoresBackwardWarps, HalfTheBackwardWarpsWhereTheBatchHasFourR
           << text;
     }
   }
+}
+#endif
+
+#if LSTM_TC_HAS_ONE_CLUSTER
+// The planner (on the CPU, the H100's limits with 7 clusters of 16 taken as resident): the
+// backward in one cluster where H fits and the batch takes one launch (8 rows a cluster, so
+// B <= 56), stage 30's plan elsewhere and where no cluster of 16 can be resident; a pinned one
+// that does not fit is refused with the reason.
+TEST(TrainingTensorCoresOneCluster, OneClusterWhereHAndTheBatchFitStage30sPlanElsewhere) {
+  DeviceLimits h100;
+  h100.sm_count = 132;
+  h100.shared_bytes = 227 * 1024;
+  h100.pair_clusters = 66;
+  h100.whole_clusters = 7;
+  for (int batch : {1, 4, 8, 9, 56}) {
+    const Plan plan = make_plan(ProblemSize{512, 512, batch, 100, 1}, h100);
+    ASSERT_TRUE(plan.fits) << plan.why;
+    EXPECT_EQ(plan.backward.cluster_blocks, kOneCluster) << plan.describe();
+    EXPECT_EQ(plan.backward.slices, 1) << plan.describe();
+    EXPECT_EQ(plan.backward.units_per_block, 32) << plan.describe();
+    EXPECT_EQ(plan.backward.batch_groups * plan.backward.group_rows >= batch, true);
+  }
+  EXPECT_NE(make_plan(ProblemSize{512, 512, 64, 100, 1}, h100).backward.cluster_blocks,
+            kOneCluster);  // 8 clusters needed, 7 resident: two launches
+  EXPECT_NE(make_plan(ProblemSize{1024, 1024, 1, 100, 1}, h100).backward.cluster_blocks,
+            kOneCluster);  // 4H x H does not fit in 16 blocks
+  const Plan pinned =
+      make_plan(ProblemSize{1024, 1024, 1, 100, 1}, h100, parse_plan_request("0,0,0,0,0,0,0,16"));
+  EXPECT_FALSE(pinned.fits);
+  EXPECT_NE(pinned.why.find("one cluster"), std::string::npos) << pinned.why;
+  DeviceLimits no_clusters = h100;
+  no_clusters.whole_clusters = 0;
+  EXPECT_NE(make_plan(ProblemSize{512, 512, 1, 100, 1}, no_clusters).backward.cluster_blocks,
+            kOneCluster);
 }
 #endif
 

@@ -3,7 +3,8 @@
 // (J = H / 16) and their 4J gate rows. Each step it
 //   1. sums the 16 partial sums of dh_rec for its units that the blocks sent into its shared memory
 //      (an mbarrier counts their bytes),
-//   2. runs the cell's backward of its (unit, batch row) pairs in FP32, giving dz_t of its gate rows,
+//   2. runs the cell's backward of its (unit, batch row) pairs in FP32, giving dz_t of its gate
+//   rows,
 //   3. multiplies its own gate rows' dz_t (16 bits, in its shared memory) by the same rows of W_hh
 //      (16 bits, kept in shared memory as mma A fragments of W_hhᵀ): a partial dh_rec for every
 //      unit, FP32 sums,
@@ -27,18 +28,17 @@
 #include <random>
 #include <vector>
 
-#define CHECK(call)                                                                       \
-  do {                                                                                    \
-    cudaError_t e_ = (call);                                                              \
-    if (e_ != cudaSuccess) {                                                              \
-      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call,                  \
-                   cudaGetErrorString(e_));                                               \
-      std::exit(1);                                                                       \
-    }                                                                                     \
+#define CHECK(call)                                                                               \
+  do {                                                                                            \
+    cudaError_t e_ = (call);                                                                      \
+    if (e_ != cudaSuccess) {                                                                      \
+      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_)); \
+      std::exit(1);                                                                               \
+    }                                                                                             \
   } while (0)
 
 constexpr int kBlocks = 16;   // a cluster: every block of the recurrence of its batch rows
-constexpr int kMaxBatch = 8;   // batch rows a cluster: one mma column tile
+constexpr int kMaxBatch = 8;  // batch rows a cluster: one mma column tile
 
 struct Args {
   const uint4* w_fragments;  // [block][row tile][k tile][lane]: A of W_hhᵀ for the block's k
@@ -48,7 +48,7 @@ struct Args {
   float* dz;                 // (T, B, 4, H) written, FP32
   float* dh0;                // (B, H) written
   int H, B, T;
-  int cluster_rows;          // Bc <= 8: cluster g takes batch rows g * Bc .. g * Bc + Bc - 1
+  int cluster_rows;  // Bc <= 8: cluster g takes batch rows g * Bc .. g * Bc + Bc - 1
 };
 
 __device__ __forceinline__ unsigned shared_address(const void* p) {
@@ -104,8 +104,10 @@ __global__ void __launch_bounds__(kThreads, 1) cluster_backward(const Args a) {
   const unsigned bars = (shared_address(recv + 2 * kBlocks * J * B) + 7u) & ~7u;
   const unsigned bytes = 4u * kBlocks * J * rows;
   const int words = row_tiles * k_tiles * 32;
-  for (int i = tid; i < words; i += kThreads) w_s[i] = a.w_fragments[rank * words + i];
-  for (int i = tid; i < kMaxBatch * stride; i += kThreads) dz_s[i] = 0u;
+  for (int i = tid; i < words; i += kThreads)
+    w_s[i] = a.w_fragments[rank * words + i];
+  for (int i = tid; i < kMaxBatch * stride; i += kThreads)
+    dz_s[i] = 0u;
   if (tid == 0) {
     asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(bars) : "memory");
     asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(bars + 8) : "memory");
@@ -140,7 +142,8 @@ __global__ void __launch_bounds__(kThreads, 1) cluster_backward(const Args a) {
       const int buf = (s - 1) % 2;
       wait_phase(bars + 8 * buf, ((s - 1) / 2) % 2);
       if (pair)
-        for (int src = 0; src < kBlocks; ++src) dh += recv[((buf * kBlocks + src) * J + j) * B + b];
+        for (int src = 0; src < kBlocks; ++src)
+          dh += recv[((buf * kBlocks + src) * J + j) * B + b];
       if (tid == 0) arm(bars + 8 * buf, bytes);  // for step s + 1's sums
     }
     if (pair) {  // 2. the cell's backward
@@ -175,7 +178,8 @@ __global__ void __launch_bounds__(kThreads, 1) cluster_backward(const Args a) {
         const int m = (warp * tiles_per_warp + rt) * 16 + g + 8 * (e >> 1), col = 2 * t4 + (e & 1);
         if (col >= rows) continue;
         const unsigned owner = m / J;  // unit m's block
-        const unsigned local = shared_address(recv + ((buf * kBlocks + rank) * J + m % J) * B + col);
+        const unsigned local =
+            shared_address(recv + ((buf * kBlocks + rank) * J + m % J) * B + col);
         asm volatile(
             "st.async.shared::cluster.mbarrier::complete_tx::bytes.b32 [%0], %1, [%2];" ::"r"(
                 remote(local, owner)),
@@ -190,13 +194,16 @@ __global__ void __launch_bounds__(kThreads, 1) cluster_backward(const Args a) {
   wait_phase(bars + 8 * buf, ((a.T - 1) / 2) % 2);
   if (pair) {
     float dh = 0.0f;
-    for (int src = 0; src < kBlocks; ++src) dh += recv[((buf * kBlocks + src) * J + j) * B + b];
+    for (int src = 0; src < kBlocks; ++src)
+      dh += recv[((buf * kBlocks + src) * J + j) * B + b];
     a.dh0[row * H + unit] = dh;
   }
   cluster_barrier();  // nobody leaves while a block may still send into its shared memory
 }
 
-static float half_round(float x) { return __half2float(__float2half_rn(x)); }
+static float half_round(float x) {
+  return __half2float(__float2half_rn(x));
+}
 static unsigned pack(float lo, float hi) {
   __half l = __float2half_rn(lo), h = __float2half_rn(hi);
   std::uint16_t lb, hb;
@@ -213,8 +220,8 @@ int main(int argc, char** argv) {
   const int H = std::atoi(argv[1]), B = std::atoi(argv[2]);
   const int G = argc > 3 ? std::atoi(argv[3]) : 1, threads = argc > 4 ? std::atoi(argv[4]) : 256;
   const int Bc = G > 0 ? (B + G - 1) / G : 0;
-  if ((H != 256 && H != 512) || B < 1 || G < 1 || Bc > kMaxBatch || (threads != 256 && threads != 512) ||
-      (B + Bc - 1) / Bc != G) {
+  if ((H != 256 && H != 512) || B < 1 || G < 1 || Bc > kMaxBatch ||
+      (threads != 256 && threads != 512) || (B + Bc - 1) / Bc != G) {
     std::fprintf(stderr,
                  "H must be 256 or 512, B 1 to 8 a cluster with no cluster empty, THREADS 256 or "
                  "512 (got H = %d, B = %d, CLUSTERS = %d, THREADS = %d)\n",
@@ -227,7 +234,8 @@ int main(int argc, char** argv) {
   std::uniform_real_distribution<float> u(-1.0f, 1.0f);
   const float scale = 1.0f / std::sqrt(static_cast<float>(H));
   std::vector<float> w(4 * H * H);  // W_hh (4H, H), 16-bit values
-  for (float& x : w) x = half_round(u(rng) * scale);
+  for (float& x : w)
+    x = half_round(u(rng) * scale);
   const auto sig = [](float x) { return 1.0f / (1.0f + std::exp(-x)); };
   std::vector<float> gates(static_cast<std::size_t>(Tmax) * B * 4 * H), cell((Tmax + 1) * B * H),
       dy(Tmax * B * H);
@@ -235,8 +243,10 @@ int main(int argc, char** argv) {
     const int q = static_cast<int>(n / H % 4);
     gates[n] = q == 2 ? std::tanh(2 * u(rng)) : sig(2 * u(rng));
   }
-  for (float& x : cell) x = u(rng);
-  for (float& x : dy) x = 0.1f * u(rng);
+  for (float& x : cell)
+    x = u(rng);
+  for (float& x : dy)
+    x = 0.1f * u(rng);
   // W_hhᵀ's A fragments: block r, row tile mt (units), k tile kt of the block's gate rows.
   std::vector<unsigned> frag(static_cast<std::size_t>(kBlocks) * row_tiles * k_tiles * 32 * 4);
   const auto gate_row = [&](int r, int kl) { return (kl / J) * H + r * J + kl % J; };
@@ -248,8 +258,9 @@ int main(int argc, char** argv) {
             const int row = mt * 16 + lane / 4 + 8 * (word & 1);
             const int kl = kt * 16 + 2 * (lane % 4) + 8 * (word >> 1);
             frag[((((static_cast<std::size_t>(r) * row_tiles + mt) * k_tiles + kt) * 32 + lane) *
-                  4) + word] = pack(w[static_cast<std::size_t>(gate_row(r, kl)) * H + row],
-                                    w[static_cast<std::size_t>(gate_row(r, kl + 1)) * H + row]);
+                  4) +
+                 word] = pack(w[static_cast<std::size_t>(gate_row(r, kl)) * H + row],
+                              w[static_cast<std::size_t>(gate_row(r, kl + 1)) * H + row]);
           }
   uint4* d_frag;
   float *d_gates, *d_cell, *d_dy, *d_dz, *d_dh0;
@@ -321,7 +332,8 @@ int main(int argc, char** argv) {
                        o_ = gates[at + 3 * H];
           const double c = cell[(static_cast<std::size_t>(t) + 1) * B * H + bb * H + un];
           const double cp = cell[static_cast<std::size_t>(t) * B * H + bb * H + un];
-          const double dh = dh_rec[bb * H + un] + dy[static_cast<std::size_t>(t) * B * H + bb * H + un];
+          const double dh =
+              dh_rec[bb * H + un] + dy[static_cast<std::size_t>(t) * B * H + bb * H + un];
           const double tc = std::tanh(c);
           double& dcc = dcr[bb * H + un];
           dcc += dh * o_ * (1 - tc * tc);
@@ -338,7 +350,8 @@ int main(int argc, char** argv) {
           const double z = half_round(static_cast<float>(zr[k]));
           if (z == 0) continue;
           const float* wr = &w[static_cast<std::size_t>(k) * H];
-          for (int un = 0; un < H; ++un) next[bb * H + un] += wr[un] * z;
+          for (int un = 0; un < H; ++un)
+            next[bb * H + un] += wr[un] * z;
         }
       }
       dh_rec = next;
@@ -352,9 +365,9 @@ int main(int argc, char** argv) {
         "\"T\": %d, \"median_ms\": %.4f, \"min_ms\": %.4f, \"us_per_step\": "
         "%.3f, \"checked\": %s, \"dz_max_error_rel\": %.3g, \"dh0_max_error_rel\": %.3g, "
         "\"smem_bytes\": %zu}\n",
-        H, B, G, clusters, threads, T, times[times.size() / 2], times.front(), 1e3 * times[times.size() / 2] / T,
-        checked ? "true" : "false", checked ? dz_err / dz_max : 0.0, checked ? dh_err / dh_max : 0.0,
-        smem);
+        H, B, G, clusters, threads, T, times[times.size() / 2], times.front(),
+        1e3 * times[times.size() / 2] / T, checked ? "true" : "false",
+        checked ? dz_err / dz_max : 0.0, checked ? dh_err / dh_max : 0.0, smem);
   }
   return 0;
 }
