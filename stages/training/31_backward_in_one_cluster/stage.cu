@@ -675,7 +675,9 @@ DeviceLimits device_limits(const cudaDeviceProp& device) {
   // Clusters of 16 blocks of the backward in one cluster, of the most shared memory it may take.
   if (device.clusterLaunch) {
     const void* whole = reinterpret_cast<const void*>(&cluster_backward<__half>);
-    cudaFuncSetAttribute(whole, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
+    const void* whole_bf16 = reinterpret_cast<const void*>(&cluster_backward<__nv_bfloat16>);
+    for (const void* kernel : {whole, whole_bf16})  // both precisions' launches and checks
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
     cudaGetLastError();  // a device without it shows as 0 clusters below
     limits.whole_clusters =
         resident_clusters(whole, kClusterBackwardThreads, limits.shared_bytes, kOneCluster);
