@@ -50,8 +50,9 @@ __global__ void arrange_cluster_fragments(const float* w_hh, unsigned* fragments
 /// threads a block. Block rank r owns units r*J .. (J = a.units_per_block, a multiple of 4) for
 /// the group's rows. A step t:
 ///   (1) each thread loads the stash of its (unit, row) pair;
-///   (2) the 16 blocks' partial sums of dh_rec for its units (dhy at t = T-1) have arrived: the
-///       mbarrier of buffer (step - 1) % 2 counted them; summed in rank order;
+///   (2) the partial sums of dh_rec for its units from every block that owns units (dhy at
+///       t = T-1) have arrived: the mbarrier of buffer (step - 1) % 2 counted them; summed in
+///       rank order;
 ///   (3) the cell's backward in FP32: dz_t written in FP32 (the bias gradient's) and in 16 bits
 ///       (the GEMMs' operand) to global memory, and in 16 bits into shared memory;
 ///   (4) warp w multiplies row tiles w, w + 16, .. of the A fragments (all H units) by the block's
@@ -74,13 +75,17 @@ __global__ void __launch_bounds__(kClusterBackwardThreads, 1)
   const int rows = min(Bg, a.batch_end - first_row);
   if (rows <= 0) return;  // an empty cluster of the last slice: all its blocks leave together
   const int my_units = max(0, min(J, H - static_cast<int>(rank) * J));
+  const int sources = (H + J - 1) / J;  // the blocks that own units (16 J may pass H)
+  // A block past H's units has nothing to receive or to send: were it to step on, its sends would
+  // run ahead of the blocks that wait, and an mbarrier armed with 0 bytes completes at once.
+  const int steps = my_units > 0 ? a.seq_len : 0;
   const int tid = threadIdx.x, warp = tid / kWarpSize, lane = tid % kWarpSize;
   const int group_id = lane / 4, in_group = lane % 4;  // PTX's groupID, threadID_in_group
   uint4* w_s = reinterpret_cast<uint4*>(shared);
   unsigned* dz_s = reinterpret_cast<unsigned*>(w_s + row_tiles * k_tiles * kWarpSize);
   float* received = reinterpret_cast<float*>(dz_s + kMmaColumns * stride);  // [2][16][J][Bg]
   const unsigned bars = (shared_address(received + 2 * kOneCluster * J * Bg) + 7u) & ~7u;
-  const unsigned bytes = 4u * kOneCluster * my_units * rows;  // one step's sums for my units
+  const unsigned bytes = 4u * sources * my_units * rows;  // one step's sums for my units
   const int words = row_tiles * k_tiles * kWarpSize;
   for (int i = tid; i < words; i += kClusterBackwardThreads)
     copy_async_16(w_s + i, a.w_fragments + static_cast<std::size_t>(rank) * words + i);
@@ -104,7 +109,7 @@ __global__ void __launch_bounds__(kClusterBackwardThreads, 1)
   const std::size_t out = static_cast<std::size_t>(row) * H + unit;
   std::uint16_t* dz_bits = reinterpret_cast<std::uint16_t*>(dz_s);
   float dc = pair ? a.dcy[out] : 0.0f;
-  for (int step = 0; step < a.seq_len; ++step) {
+  for (int step = 0; step < steps; ++step) {
     const int t = a.seq_len - 1 - step;
     float kept[kStashFloats] = {};  // (1) i, f, g, o, c_t, c_{t-1}, d_above: loaded before (2)
     if (pair) {
@@ -120,7 +125,7 @@ __global__ void __launch_bounds__(kClusterBackwardThreads, 1)
       const int buffer = (step - 1) % 2;
       mbarrier_wait(bars + 8 * buffer, ((step - 1) / 2) % 2);
       if (pair)
-        for (int source = 0; source < kOneCluster; ++source)
+        for (int source = 0; source < sources; ++source)
           dh_rec += received[((buffer * kOneCluster + source) * J + j) * Bg + b];
       if (tid == 0) mbarrier_arm(bars + 8 * buffer, bytes);  // for step + 1's sums
     }
@@ -174,10 +179,10 @@ __global__ void __launch_bounds__(kClusterBackwardThreads, 1)
   }
   // dh0: the sums of the product with dz_0; dc0.
   const int buffer = (a.seq_len - 1) % 2;
-  mbarrier_wait(bars + 8 * buffer, ((a.seq_len - 1) / 2) % 2);
+  if (steps > 0) mbarrier_wait(bars + 8 * buffer, ((a.seq_len - 1) / 2) % 2);
   if (pair) {
     float dh0 = 0.0f;
-    for (int source = 0; source < kOneCluster; ++source)
+    for (int source = 0; source < sources; ++source)
       dh0 += received[((buffer * kOneCluster + source) * J + j) * Bg + b];
     a.dh0[out] = dh0;
     a.dc0[out] = dc;
