@@ -135,10 +135,12 @@ class PersistentTraining final : public TrainingStage {
           launch.layers.front().threads, launch.shared_bytes(), launch.blocks(), limits.sm_count);
       if (!why.empty()) return why;
     }
+    // The backward in one cluster waits for no other cluster: one resident at a time will do.
+    const bool one_cluster = plan.backward.cluster_blocks == kOneCluster;
     return check_co_resident(backward_kernel_for(flags_.precision, plan.backward), "backward",
                              plan.backward.threads, plan.backward.shared_bytes,
-                             plan.backward.blocks(),
-                             limits.sm_count, plan.backward.cluster_blocks);
+                             one_cluster ? kOneCluster : plan.backward.blocks(), limits.sm_count,
+                             plan.backward.cluster_blocks);
   }
 
   std::size_t workspace_bytes(const ProblemSize& s) const override {
