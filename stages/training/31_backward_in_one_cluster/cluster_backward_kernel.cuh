@@ -127,7 +127,6 @@ __global__ void __launch_bounds__(kClusterBackwardThreads, 1)
       if (pair)
         for (int source = 0; source < sources; ++source)
           dh_rec += received[((buffer * kOneCluster + source) * J + j) * Bg + b];
-      if (tid == 0) mbarrier_arm(bars + 8 * buffer, bytes);  // for step + 1's sums
     }
     if (pair) {  // (3) the cell's backward (README.md)
       const float i = kept[0], f = kept[1], g = kept[kGateG], o = kept[3];
@@ -146,6 +145,9 @@ __global__ void __launch_bounds__(kClusterBackwardThreads, 1)
       dc *= f;  // what c_{t-1} receives through the forget gate
     }
     __syncthreads();  // dz_t complete in shared memory
+    // Every thread has waited on buffer (step - 1) % 2: armed now for step + 1's sums, which
+    // cannot arrive before this block's sends below.
+    if (tid == 0 && step > 0) mbarrier_arm(bars + 8 * ((step - 1) % 2), bytes);
     // (4) the product: row tiles warp, warp + 16, ..; all of the block's k tiles.
     float acc[kMaxClusterTilesPerWarp][4] = {};
     for (int kt = 0; kt < k_tiles; ++kt) {
