@@ -96,11 +96,13 @@ __global__ void __launch_bounds__(kClusterBackwardThreads, 1)
     mbarrier_init(bars);
     mbarrier_init(bars + 8);
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  wait_copies();
+  __syncthreads();  // the compiler may init on the warp's uniform path: armed after the barrier
+  if (tid == 0) {
     mbarrier_arm(bars, bytes);
     mbarrier_arm(bars + 8, bytes);
   }
-  wait_copies();
-  __syncthreads();
   cluster_barrier();  // every block's mbarriers armed before any sum is sent
 
   const int j = tid % J, b = tid / J, unit = static_cast<int>(rank) * J + j, row = first_row + b;
