@@ -13,9 +13,14 @@
 // an H200, results/h200/exchange_floors.jsonl) instead of published dz polled from L2.
 //
 // Build: nvcc -O3 -std=c++17 -arch=sm_90 bench/experiments/cluster_backward.cu -o cluster_backward
-// Run:   ./cluster_backward H B [CLUSTERS [THREADS]]   (H = 256 or 512; B <= 8 * CLUSTERS, the
-//        batch split over CLUSTERS independent clusters, 1 by default; THREADS 256 (default) or
-//        512); prints one JSON line per T.
+// Run:   ./cluster_backward H B [CLUSTERS [THREADS [VARIANT]]]   (H = 256 or 512; B <= 8 *
+//        CLUSTERS, the batch split over CLUSTERS independent clusters, 1 by default; THREADS 256
+//        (default) or 512; VARIANT how the sums are sent, below); prints one JSON line per T,
+//        and one with where a step's clocks go (thread 0 of the first block, T = 1000).
+// Variants: scalar (one st.async of 4 bytes a sum), pairs (st.async.v2: the two batch columns a
+// lane holds at once, where the cluster's rows are even), bulk (the sums staged by owner in this
+// block's shared memory, then one cp.async.bulk an owner), prefetch (scalar, the stash of the
+// next step loaded during this one).
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
@@ -73,6 +78,14 @@ __device__ __forceinline__ void wait_phase(unsigned bar, unsigned parity) {
         : "r"(bar), "r"(parity)
         : "memory");
 }
+__device__ __forceinline__ void send_bulk(unsigned dst, unsigned src, unsigned bytes,
+                                          unsigned bar) {
+  asm volatile(
+      "cp.async.bulk.shared::cluster.shared::cta.mbarrier::complete_tx::bytes [%0], [%1], %2, "
+      "[%3];" ::"r"(dst),
+      "r"(src), "r"(bytes), "r"(bar)
+      : "memory");
+}
 __device__ __forceinline__ void cluster_barrier() {
   asm volatile("barrier.cluster.arrive.release.aligned;\n" ::: "memory");
   asm volatile("barrier.cluster.wait.acquire.aligned;\n" ::: "memory");
@@ -85,10 +98,19 @@ __device__ __forceinline__ void mma(float (&c)[4], uint4 a, unsigned b0, unsigne
       : "r"(a.x), "r"(a.y), "r"(a.z), "r"(a.w), "r"(b0), "r"(b1));
 }
 
+enum Variant { kScalar, kPairs, kBulk, kPrefetch };
+constexpr const char* kVariantNames[] = {"scalar", "pairs", "bulk", "prefetch"};
+constexpr int kPhases = 5;  // wait_and_sums, cell, product, sends, barrier
+constexpr const char* kPhaseNames[kPhases] = {"wait_and_sums", "cell", "product", "sends",
+                                              "barrier"};
+
 /// Shared memory: w [row tile][k tile][lane] uint4 | dz [8][stride] words (two 16-bit k a word) |
-/// recv [2][16][J][Bc] floats | two mbarriers. kThreads: 256 or 512 (J * Bc pairs, one a thread).
-template <int kThreads>
-__global__ void __launch_bounds__(kThreads, 1) cluster_backward(const Args a) {
+/// recv [2][16][J][Bc] floats | (bulk) to_send [2][16][J][Bc] floats | two mbarriers. kThreads:
+/// 256 or 512 (J * Bc pairs, one a thread). kTimed: thread 0 of block 0 adds up the clocks of
+/// each phase of a step into phase_clocks.
+template <int kThreads, int kVariant, bool kTimed>
+__global__ void __launch_bounds__(kThreads, 1)
+    cluster_backward(const Args a, long long* phase_clocks) {
   extern __shared__ uint4 smem[];
   constexpr int kWarps = kThreads / 32;
   const int H = a.H, J = H / kBlocks, K = 4 * J, B = a.cluster_rows;  // B: recv's column count
@@ -101,8 +123,13 @@ __global__ void __launch_bounds__(kThreads, 1) cluster_backward(const Args a) {
   uint4* w_s = smem;
   unsigned* dz_s = reinterpret_cast<unsigned*>(w_s + row_tiles * k_tiles * 32);
   float* recv = reinterpret_cast<float*>(dz_s + kMaxBatch * stride);  // [2][16][J][B]
-  const unsigned bars = (shared_address(recv + 2 * kBlocks * J * B) + 7u) & ~7u;
-  const unsigned bytes = 4u * kBlocks * J * rows;
+  float* to_send = recv + 2 * kBlocks * J * B;  // bulk: [2][owner][J][B], 16-byte aligned
+  const int staged = kVariant == kBulk ? 2 * kBlocks * J * B : 0;
+  const unsigned bars = (shared_address(to_send + staged) + 7u) & ~7u;
+  // Pairs and bulk send every column of the cluster's B (zeros past its rows); scalar only rows.
+  const bool pairs = kVariant == kPairs && B % 2 == 0;
+  const int sent_cols = kVariant == kBulk || pairs ? B : rows;
+  const unsigned bytes = 4u * kBlocks * J * sent_cols;
   const int words = row_tiles * k_tiles * 32;
   for (int i = tid; i < words; i += kThreads)
     w_s[i] = a.w_fragments[rank * words + i];
@@ -122,23 +149,34 @@ __global__ void __launch_bounds__(kThreads, 1) cluster_backward(const Args a) {
   const bool pair = b < rows;
   const std::size_t state = static_cast<std::size_t>(a.B) * H;
   __half* dz_half = reinterpret_cast<__half*>(dz_s);
+  const bool timer = kTimed && tid == 0 && blockIdx.x == 0;
+  long long clocks[kPhases] = {}, tick = 0;
+  const auto lap = [&](int phase) {  // the clocks since the last lap go to phase
+    if (!timer) return;
+    const long long now = clock64();
+    clocks[phase] += now - tick;
+    tick = now;
+  };
+  float i_, f_, g_, o_, c, c_prev, dy;  // the stash of the step
+  const auto load_stash = [&](int t) {
+    if (!pair) return;
+    const float* gates = a.gates + (t * state + row * H) * 4 + unit;
+    i_ = gates[0];
+    f_ = gates[H];
+    g_ = gates[2 * H];
+    o_ = gates[3 * H];
+    c = a.cell[(t + 1) * state + row * H + unit];
+    c_prev = a.cell[t * state + row * H + unit];
+    dy = a.d_above[t * state + row * H + unit];
+  };
+  if (kVariant == kPrefetch) load_stash(a.T - 1);
   float dc = 0.0f;
+  if (timer) tick = clock64();
   for (int s = 0; s < a.T; ++s) {
     const int t = a.T - 1 - s;
-    // The stash of step t, loaded before the wait.
-    float i_, f_, g_, o_, c, c_prev, dy;
-    if (pair) {
-      const float* gates = a.gates + (t * state + row * H) * 4 + unit;
-      i_ = gates[0];
-      f_ = gates[H];
-      g_ = gates[2 * H];
-      o_ = gates[3 * H];
-      c = a.cell[(t + 1) * state + row * H + unit];
-      c_prev = a.cell[t * state + row * H + unit];
-      dy = a.d_above[t * state + row * H + unit];
-    }
-    float dh = 0.0f;  // dhy = 0
-    if (s > 0) {      // 1. the 16 partial sums of step s - 1's product
+    if (kVariant != kPrefetch) load_stash(t);  // loaded before the wait
+    float dh = 0.0f;                           // dhy = 0
+    if (s > 0) {                               // 1. the 16 partial sums of step s - 1's product
       const int buf = (s - 1) % 2;
       wait_phase(bars + 8 * buf, ((s - 1) / 2) % 2);
       if (pair)
@@ -146,6 +184,7 @@ __global__ void __launch_bounds__(kThreads, 1) cluster_backward(const Args a) {
           dh += recv[((buf * kBlocks + src) * J + j) * B + b];
       if (tid == 0) arm(bars + 8 * buf, bytes);  // for step s + 1's sums
     }
+    lap(0);
     if (pair) {  // 2. the cell's backward
       dh += dy;
       const float tanh_c = tanhf(c);
@@ -158,7 +197,9 @@ __global__ void __launch_bounds__(kThreads, 1) cluster_backward(const Args a) {
       }
       dc *= f_;
     }
+    if (kVariant == kPrefetch && t > 0) load_stash(t - 1);  // the next step's, off its chain
     __syncthreads();
+    lap(1);
     // 3. partial dh_rec for the warp's row tiles (units) from this block's k (gate rows).
     float acc[4][4] = {};  // tiles_per_warp <= 4 (H <= 512)
     for (int kt = 0; kt < k_tiles; ++kt) {
@@ -168,27 +209,66 @@ __global__ void __launch_bounds__(kThreads, 1) cluster_backward(const Args a) {
         if (rt < tiles_per_warp)
           mma(acc[rt], w_s[((warp * tiles_per_warp + rt) * k_tiles + kt) * 32 + lane], b0, b1);
     }
+    if (timer && acc[0][0] == 1.25e-38f) tick -= 1;  // waits for the product before the lap
+    lap(2);
     // 4. each partial sum to its unit's owner: recv[s % 2][rank][unit % J][col] there.
     const int buf = s % 2;
 #pragma unroll
     for (int rt = 0; rt < 4; ++rt) {
       if (rt >= tiles_per_warp) break;
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int m = (warp * tiles_per_warp + rt) * 16 + g + 8 * (e >> 1), col = 2 * t4 + (e & 1);
-        if (col >= rows) continue;
+      for (int half = 0; half < 2; ++half) {  // fragment rows g and g + 8: two columns each
+        const int m = (warp * tiles_per_warp + rt) * 16 + g + 8 * half, col = 2 * t4;
         const unsigned owner = m / J;  // unit m's block
+        const float lo = acc[rt][2 * half], hi = acc[rt][2 * half + 1];
+        if (kVariant == kBulk) {  // staged by owner; sent after the barrier below
+          float* slot = to_send + ((buf * kBlocks + owner) * J + m % J) * B + col;
+          if (col < B) slot[0] = lo;
+          if (col + 1 < B) slot[1] = hi;
+          continue;
+        }
         const unsigned local =
             shared_address(recv + ((buf * kBlocks + rank) * J + m % J) * B + col);
-        asm volatile(
-            "st.async.shared::cluster.mbarrier::complete_tx::bytes.b32 [%0], %1, [%2];" ::"r"(
-                remote(local, owner)),
-            "r"(__float_as_uint(acc[rt][e])), "r"(remote(bars + 8 * buf, owner))
-            : "memory");
+        const unsigned there = remote(local, owner), bar = remote(bars + 8 * buf, owner);
+        if (pairs) {
+          if (col < B)
+            asm volatile(
+                "st.async.shared::cluster.mbarrier::complete_tx::bytes.v2.b32 [%0], {%1, %2}, "
+                "[%3];" ::"r"(there),
+                "r"(__float_as_uint(lo)), "r"(__float_as_uint(hi)), "r"(bar)
+                : "memory");
+          continue;
+        }
+        if (col < rows)
+          asm volatile(
+              "st.async.shared::cluster.mbarrier::complete_tx::bytes.b32 [%0], %1, [%2];" ::"r"(
+                  there),
+              "r"(__float_as_uint(lo)), "r"(bar)
+              : "memory");
+        if (col + 1 < rows)
+          asm volatile(
+              "st.async.shared::cluster.mbarrier::complete_tx::bytes.b32 [%0], %1, [%2];" ::"r"(
+                  there + 4),
+              "r"(__float_as_uint(hi)), "r"(bar)
+              : "memory");
       }
     }
-    __syncthreads();  // dz_s is written again next step
+    // The staged sums, written through the generic proxy, are read by the bulk copies' proxy.
+    if (kVariant == kBulk) asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+    lap(3);
+    __syncthreads();  // dz_s is written again next step; (bulk) every sum staged
+    // Bulk: thread r sends owner r its J x B sums in one copy. to_send[buf] is written again at
+    // step s + 2, after this block has waited for step s + 1's sums, which every owner sent only
+    // once this step's copies had landed there.
+    if (kVariant == kBulk && tid < kBlocks)
+      send_bulk(remote(shared_address(recv + (buf * kBlocks + rank) * J * B), tid),
+                shared_address(to_send + (buf * kBlocks + tid) * J * B), 4u * J * B,
+                remote(bars + 8 * buf, tid));
+    lap(4);
   }
+  if (timer)
+    for (int p = 0; p < kPhases; ++p)
+      phase_clocks[p] = clocks[p];
   // dh0: the sums of the last step's product.
   const int buf = (a.T - 1) % 2;
   wait_phase(bars + 8 * buf, ((a.T - 1) / 2) % 2);
@@ -213,19 +293,24 @@ static unsigned pack(float lo, float hi) {
 }
 
 int main(int argc, char** argv) {
-  if (argc < 3 || argc > 5) {
-    std::fprintf(stderr, "usage: %s H B [CLUSTERS [THREADS]]\n", argv[0]);
+  if (argc < 3 || argc > 6) {
+    std::fprintf(stderr, "usage: %s H B [CLUSTERS [THREADS [scalar|pairs|bulk|prefetch]]]\n",
+                 argv[0]);
     return 2;
   }
   const int H = std::atoi(argv[1]), B = std::atoi(argv[2]);
   const int G = argc > 3 ? std::atoi(argv[3]) : 1, threads = argc > 4 ? std::atoi(argv[4]) : 256;
+  int variant = argc > 5 ? -1 : kScalar;
+  for (int v = 0; v < 4 && argc > 5; ++v)
+    if (std::strcmp(argv[5], kVariantNames[v]) == 0) variant = v;
   const int Bc = G > 0 ? (B + G - 1) / G : 0;
   if ((H != 256 && H != 512) || B < 1 || G < 1 || Bc > kMaxBatch ||
-      (threads != 256 && threads != 512) || (B + Bc - 1) / Bc != G) {
+      (threads != 256 && threads != 512) || (B + Bc - 1) / Bc != G || variant < 0) {
     std::fprintf(stderr,
                  "H must be 256 or 512, B 1 to 8 a cluster with no cluster empty, THREADS 256 or "
-                 "512 (got H = %d, B = %d, CLUSTERS = %d, THREADS = %d)\n",
-                 H, B, G, threads);
+                 "512, VARIANT scalar, pairs, bulk or prefetch (got H = %d, B = %d, CLUSTERS = "
+                 "%d, THREADS = %d, VARIANT = %s)\n",
+                 H, B, G, threads, argc > 5 ? argv[5] : "scalar");
     return 2;
   }
   const int J = H / kBlocks, K = 4 * J, row_tiles = H / 16, k_tiles = K / 16;
@@ -275,13 +360,29 @@ int main(int argc, char** argv) {
   CHECK(cudaMemcpy(d_cell, cell.data(), cell.size() * 4, cudaMemcpyHostToDevice));
   CHECK(cudaMemcpy(d_dy, dy.data(), dy.size() * 4, cudaMemcpyHostToDevice));
 
+  const std::size_t staged = variant == kBulk ? 2 * kBlocks * J * Bc * 4 : 0;
   const std::size_t smem = static_cast<std::size_t>(row_tiles) * k_tiles * 32 * 16 +
-                           kMaxBatch * (K / 2 + 4) * 4 + 2 * kBlocks * J * Bc * 4 + 16 + 8;
-  const void* kernel = threads == 512 ? reinterpret_cast<const void*>(&cluster_backward<512>)
-                                      : reinterpret_cast<const void*>(&cluster_backward<256>);
-  CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                             static_cast<int>(smem)));
-  CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
+                           kMaxBatch * (K / 2 + 4) * 4 + 2 * kBlocks * J * Bc * 4 + staged + 16 + 8;
+  using Kernel = void (*)(const Args, long long*);
+  // [threads 256, 512][variant][timed]
+  const Kernel kernels[2][4][2] = {
+      {{cluster_backward<256, kScalar, false>, cluster_backward<256, kScalar, true>},
+       {cluster_backward<256, kPairs, false>, cluster_backward<256, kPairs, true>},
+       {cluster_backward<256, kBulk, false>, cluster_backward<256, kBulk, true>},
+       {cluster_backward<256, kPrefetch, false>, cluster_backward<256, kPrefetch, true>}},
+      {{cluster_backward<512, kScalar, false>, cluster_backward<512, kScalar, true>},
+       {cluster_backward<512, kPairs, false>, cluster_backward<512, kPairs, true>},
+       {cluster_backward<512, kBulk, false>, cluster_backward<512, kBulk, true>},
+       {cluster_backward<512, kPrefetch, false>, cluster_backward<512, kPrefetch, true>}}};
+  const void* kernel = reinterpret_cast<const void*>(kernels[threads / 512][variant][0]);
+  const void* timed_kernel = reinterpret_cast<const void*>(kernels[threads / 512][variant][1]);
+  for (const void* k : {kernel, timed_kernel}) {
+    CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                               static_cast<int>(smem)));
+    CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
+  }
+  long long* d_clocks;
+  CHECK(cudaMalloc(&d_clocks, kPhases * sizeof(long long)));
   cudaLaunchAttribute attr = {};
   attr.id = cudaLaunchAttributeClusterDimension;
   attr.val.clusterDim.x = kBlocks;
@@ -300,7 +401,8 @@ int main(int argc, char** argv) {
   }
   for (int T : {100, 1000}) {
     Args args{d_frag, d_gates, d_cell, d_dy, d_dz, d_dh0, H, B, T, Bc};
-    void* params[] = {&args};
+    long long* no_clocks = nullptr;
+    void* params[] = {&args, &no_clocks};
     cudaEvent_t start, stop;
     CHECK(cudaEventCreate(&start));
     CHECK(cudaEventCreate(&stop));
@@ -362,12 +464,43 @@ int main(int argc, char** argv) {
     }
     std::printf(
         "{\"H\": %d, \"B\": %d, \"clusters\": %d, \"resident_clusters\": %d, \"threads\": %d, "
-        "\"T\": %d, \"median_ms\": %.4f, \"min_ms\": %.4f, \"us_per_step\": "
+        "\"variant\": \"%s\", \"T\": %d, \"median_ms\": %.4f, \"min_ms\": %.4f, \"us_per_step\": "
         "%.3f, \"checked\": %s, \"dz_max_error_rel\": %.3g, \"dh0_max_error_rel\": %.3g, "
         "\"smem_bytes\": %zu}\n",
-        H, B, G, clusters, threads, T, times[times.size() / 2], times.front(),
-        1e3 * times[times.size() / 2] / T, checked ? "true" : "false",
+        H, B, G, clusters, threads, kVariantNames[variant], T, times[times.size() / 2],
+        times.front(), 1e3 * times[times.size() / 2] / T, checked ? "true" : "false",
         checked ? dz_err / dz_max : 0.0, checked ? dh_err / dh_max : 0.0, smem);
   }
+  // Where a step goes: the timed kernel once at T = 1000 (after one launch to warm up). The
+  // phases are thread 0's (block 0), each the clocks from the end of the one before; their
+  // sum is the step. Their µs share the timed launch's step in proportion.
+  const int T = 1000;
+  Args args{d_frag, d_gates, d_cell, d_dy, d_dz, d_dh0, H, B, T, Bc};
+  void* params[] = {&args, &d_clocks};
+  cudaEvent_t start, stop;
+  CHECK(cudaEventCreate(&start));
+  CHECK(cudaEventCreate(&stop));
+  float ms = 0.0f;
+  for (int run = 0; run < 2; ++run) {
+    CHECK(cudaEventRecord(start));
+    CHECK(cudaLaunchKernelExC(&config, timed_kernel, params));
+    CHECK(cudaEventRecord(stop));
+    CHECK(cudaEventSynchronize(stop));
+    CHECK(cudaEventElapsedTime(&ms, start, stop));
+  }
+  long long clocks[kPhases];
+  CHECK(cudaMemcpy(clocks, d_clocks, sizeof clocks, cudaMemcpyDeviceToHost));
+  long long total = 0;
+  for (long long c : clocks)
+    total += c;
+  const double us_step = 1e3 * ms / T;
+  std::printf(
+      "{\"H\": %d, \"B\": %d, \"clusters\": %d, \"threads\": %d, \"variant\": \"%s\", "
+      "\"T\": %d, \"timed_us_per_step\": %.3f, \"clocks_per_step_thread0\": %.0f",
+      H, B, G, threads, kVariantNames[variant], T, us_step, static_cast<double>(total) / T);
+  for (int p = 0; p < kPhases; ++p)
+    std::printf(", \"%s_us\": %.3f", kPhaseNames[p],
+                total > 0 ? us_step * static_cast<double>(clocks[p]) / total : 0.0);
+  std::printf("}\n");
   return 0;
 }
