@@ -519,6 +519,15 @@ MUTATIONS = [
     ("gpu", "training 31 arranges W_hh's rows of the wrong units for a block's gate rows",
      "stages/training/31_backward_in_one_cluster/cluster_backward_kernel.cuh",
      "const int owned = rank * J + kk % J;", "const int owned = rank * J + kk % 4;", "gpu"),
+    # ---- training stage 32 (two batch rows' partial sums a store; the same tests as stage 31)
+    ("gpu", "training 32 sends the first of a lane's two batch rows twice",
+     "stages/training/32_partial_sums_in_pairs/cluster_backward_kernel.cuh",
+     "store_async_pair(there, acc[n][2 * half], acc[n][2 * half + 1], bar);",
+     "store_async_pair(there, acc[n][2 * half], acc[n][2 * half], bar);", "gpu"),
+    ("gpu", "training 32 reads the received sums with the unpadded row count",
+     "stages/training/32_partial_sums_in_pairs/cluster_backward_kernel.cuh",
+     "dh_rec += received[((buffer * kOneCluster + source) * J + j) * Bp + b];",
+     "dh_rec += received[((buffer * kOneCluster + source) * J + j) * Bg + b];", "gpu"),
     # ---- training stage 09 (the small-batch backward keeps W_hh's columns in registers)
     ("gpu", "training stage 09 loads the four gate rows of a row quad's weights from its first row",
      "stages/training/09_backward_registers/backward_registers.cuh",
