@@ -20,7 +20,8 @@
 // Variants: scalar (one st.async of 4 bytes a sum), pairs (st.async.v2: the two batch columns a
 // lane holds at once, where the cluster's rows are even), bulk (the sums staged by owner in this
 // block's shared memory, then one cp.async.bulk an owner), prefetch (scalar, the stash of the
-// next step loaded during this one).
+// next step loaded during this one), quads (st.async.v4: four batch columns of one unit, two
+// lanes trading a pair with shuffles, where the cluster's rows are a multiple of 4; else pairs).
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
@@ -98,8 +99,9 @@ __device__ __forceinline__ void mma(float (&c)[4], uint4 a, unsigned b0, unsigne
       : "r"(a.x), "r"(a.y), "r"(a.z), "r"(a.w), "r"(b0), "r"(b1));
 }
 
-enum Variant { kScalar, kPairs, kBulk, kPrefetch };
-constexpr const char* kVariantNames[] = {"scalar", "pairs", "bulk", "prefetch"};
+enum Variant { kScalar, kPairs, kBulk, kPrefetch, kQuads };
+constexpr int kVariants = 5;
+constexpr const char* kVariantNames[kVariants] = {"scalar", "pairs", "bulk", "prefetch", "quads"};
 constexpr int kPhases = 5;  // wait_and_sums, cell, product, sends, barrier
 constexpr const char* kPhaseNames[kPhases] = {"wait_and_sums", "cell", "product", "sends",
                                               "barrier"};
@@ -127,7 +129,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int staged = kVariant == kBulk ? 2 * kBlocks * J * B : 0;
   const unsigned bars = (shared_address(to_send + staged) + 7u) & ~7u;
   // Pairs and bulk send every column of the cluster's B (zeros past its rows); scalar only rows.
-  const bool pairs = kVariant == kPairs && B % 2 == 0;
+  const bool quads = kVariant == kQuads && B % 4 == 0;
+  const bool pairs = (kVariant == kPairs || kVariant == kQuads) && B % 2 == 0;
   const int sent_cols = kVariant == kBulk || pairs ? B : rows;
   const unsigned bytes = 4u * kBlocks * J * sent_cols;
   const int words = row_tiles * k_tiles * 32;
@@ -216,6 +219,25 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
     for (int rt = 0; rt < 4; ++rt) {
       if (rt >= tiles_per_warp) break;
+      if (quads) {  // lanes t4 and t4 ^ 1 trade a pair: four columns of one row a message
+        const bool odd = t4 & 1;  // odd: row g + 8, columns 2 (t4 - 1) ..; even: row g, 2 t4 ..
+        const float give0 = odd ? acc[rt][0] : acc[rt][2], give1 = odd ? acc[rt][1] : acc[rt][3];
+        const float got0 = __shfl_xor_sync(0xffffffffu, give0, 1);
+        const float got1 = __shfl_xor_sync(0xffffffffu, give1, 1);
+        const float v0 = odd ? got0 : acc[rt][0], v1 = odd ? got1 : acc[rt][1];
+        const float v2 = odd ? acc[rt][2] : got0, v3 = odd ? acc[rt][3] : got1;
+        const int m = (warp * tiles_per_warp + rt) * 16 + g + (odd ? 8 : 0), col = 2 * (t4 & ~1);
+        const unsigned owner = m / J;
+        const unsigned local =
+            shared_address(recv + ((buf * kBlocks + rank) * J + m % J) * B + col);
+        asm volatile(
+            "st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.b32 [%0], {%1, %2, %3, %4}, "
+            "[%5];" ::"r"(remote(local, owner)),
+            "r"(__float_as_uint(v0)), "r"(__float_as_uint(v1)), "r"(__float_as_uint(v2)),
+            "r"(__float_as_uint(v3)), "r"(remote(bars + 8 * buf, owner))
+            : "memory");
+        continue;
+      }
 #pragma unroll
       for (int half = 0; half < 2; ++half) {  // fragment rows g and g + 8: two columns each
         const int m = (warp * tiles_per_warp + rt) * 16 + g + 8 * half, col = 2 * t4;
@@ -294,23 +316,24 @@ static unsigned pack(float lo, float hi) {
 
 int main(int argc, char** argv) {
   if (argc < 3 || argc > 6) {
-    std::fprintf(stderr, "usage: %s H B [CLUSTERS [THREADS [scalar|pairs|bulk|prefetch]]]\n",
+    std::fprintf(stderr, "usage: %s H B [CLUSTERS [THREADS [scalar|pairs|bulk|prefetch|quads]]]\n",
                  argv[0]);
     return 2;
   }
   const int H = std::atoi(argv[1]), B = std::atoi(argv[2]);
   const int G = argc > 3 ? std::atoi(argv[3]) : 1, threads = argc > 4 ? std::atoi(argv[4]) : 256;
   int variant = argc > 5 ? -1 : kScalar;
-  for (int v = 0; v < 4 && argc > 5; ++v)
+  for (int v = 0; v < kVariants && argc > 5; ++v)
     if (std::strcmp(argv[5], kVariantNames[v]) == 0) variant = v;
   const int Bc = G > 0 ? (B + G - 1) / G : 0;
   if ((H != 256 && H != 512) || B < 1 || G < 1 || Bc > kMaxBatch ||
       (threads != 256 && threads != 512) || (B + Bc - 1) / Bc != G || variant < 0) {
-    std::fprintf(stderr,
-                 "H must be 256 or 512, B 1 to 8 a cluster with no cluster empty, THREADS 256 or "
-                 "512, VARIANT scalar, pairs, bulk or prefetch (got H = %d, B = %d, CLUSTERS = "
-                 "%d, THREADS = %d, VARIANT = %s)\n",
-                 H, B, G, threads, argc > 5 ? argv[5] : "scalar");
+    std::fprintf(
+        stderr,
+        "H must be 256 or 512, B 1 to 8 a cluster with no cluster empty, THREADS 256 or "
+        "512, VARIANT scalar, pairs, bulk, prefetch or quads (got H = %d, B = %d, CLUSTERS = "
+        "%d, THREADS = %d, VARIANT = %s)\n",
+        H, B, G, threads, argc > 5 ? argv[5] : "scalar");
     return 2;
   }
   const int J = H / kBlocks, K = 4 * J, row_tiles = H / 16, k_tiles = K / 16;
@@ -365,15 +388,17 @@ int main(int argc, char** argv) {
                            kMaxBatch * (K / 2 + 4) * 4 + 2 * kBlocks * J * Bc * 4 + staged + 16 + 8;
   using Kernel = void (*)(const Args, long long*);
   // [threads 256, 512][variant][timed]
-  const Kernel kernels[2][4][2] = {
+  const Kernel kernels[2][kVariants][2] = {
       {{cluster_backward<256, kScalar, false>, cluster_backward<256, kScalar, true>},
        {cluster_backward<256, kPairs, false>, cluster_backward<256, kPairs, true>},
        {cluster_backward<256, kBulk, false>, cluster_backward<256, kBulk, true>},
-       {cluster_backward<256, kPrefetch, false>, cluster_backward<256, kPrefetch, true>}},
+       {cluster_backward<256, kPrefetch, false>, cluster_backward<256, kPrefetch, true>},
+       {cluster_backward<256, kQuads, false>, cluster_backward<256, kQuads, true>}},
       {{cluster_backward<512, kScalar, false>, cluster_backward<512, kScalar, true>},
        {cluster_backward<512, kPairs, false>, cluster_backward<512, kPairs, true>},
        {cluster_backward<512, kBulk, false>, cluster_backward<512, kBulk, true>},
-       {cluster_backward<512, kPrefetch, false>, cluster_backward<512, kPrefetch, true>}}};
+       {cluster_backward<512, kPrefetch, false>, cluster_backward<512, kPrefetch, true>},
+       {cluster_backward<512, kQuads, false>, cluster_backward<512, kQuads, true>}}};
   const void* kernel = reinterpret_cast<const void*>(kernels[threads / 512][variant][0]);
   const void* timed_kernel = reinterpret_cast<const void*>(kernels[threads / 512][variant][1]);
   for (const void* k : {kernel, timed_kernel}) {
