@@ -232,9 +232,8 @@ __global__ void __launch_bounds__(kThreads, 1)
             shared_address(recv + ((buf * kBlocks + rank) * J + m % J) * B + col);
         if (col < B)  // B = 4: lanes t4 = 2, 3 hold columns past B (zeros): nothing to send
           asm volatile(
-              "st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.b32 [%0], {%1, %2, %3, "
-              "%4}, "
-              "[%5];" ::"r"(remote(local, owner)),
+              "st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.b32 "
+              "[%0], {%1, %2, %3, %4}, [%5];" ::"r"(remote(local, owner)),
               "r"(__float_as_uint(v0)), "r"(__float_as_uint(v1)), "r"(__float_as_uint(v2)),
               "r"(__float_as_uint(v3)), "r"(remote(bars + 8 * buf, owner))
               : "memory");
