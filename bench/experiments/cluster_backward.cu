@@ -79,6 +79,30 @@ __device__ __forceinline__ void wait_phase(unsigned bar, unsigned parity) {
         : "r"(bar), "r"(parity)
         : "memory");
 }
+/// One, two or four floats into block memory of the cluster (`there`, aligned to their size),
+/// their bytes counted on the mbarrier `bar` there.
+__device__ __forceinline__ void send(unsigned there, float v, unsigned bar) {
+  asm volatile(
+      "st.async.shared::cluster.mbarrier::complete_tx::bytes.b32 [%0], %1, [%2];" ::"r"(there),
+      "r"(__float_as_uint(v)), "r"(bar)
+      : "memory");
+}
+__device__ __forceinline__ void send_pair(unsigned there, float v0, float v1, unsigned bar) {
+  asm volatile(
+      "st.async.shared::cluster.mbarrier::complete_tx::bytes.v2.b32 [%0], {%1, %2}, [%3];" ::"r"(
+          there),
+      "r"(__float_as_uint(v0)), "r"(__float_as_uint(v1)), "r"(bar)
+      : "memory");
+}
+__device__ __forceinline__ void send_quad(unsigned there, float v0, float v1, float v2, float v3,
+                                          unsigned bar) {
+  asm volatile(
+      "st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.b32 [%0], {%1, %2, %3, %4}, "
+      "[%5];" ::"r"(there),
+      "r"(__float_as_uint(v0)), "r"(__float_as_uint(v1)), "r"(__float_as_uint(v2)),
+      "r"(__float_as_uint(v3)), "r"(bar)
+      : "memory");
+}
 __device__ __forceinline__ void send_bulk(unsigned dst, unsigned src, unsigned bytes,
                                           unsigned bar) {
   asm volatile(
@@ -128,7 +152,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   float* to_send = recv + 2 * kBlocks * J * B;  // bulk: [2][owner][J][B], 16-byte aligned
   const int staged = kVariant == kBulk ? 2 * kBlocks * J * B : 0;
   const unsigned bars = (shared_address(to_send + staged) + 7u) & ~7u;
-  // Pairs and bulk send every column of the cluster's B (zeros past its rows); scalar only rows.
+  // Pairs, quads and bulk send every column of the cluster's B (zeros past its rows); scalar only
+  // its rows.
   const bool quads = kVariant == kQuads && B % 4 == 0;
   const bool pairs = (kVariant == kPairs || kVariant == kQuads) && B % 2 == 0;
   const int sent_cols = kVariant == kBulk || pairs ? B : rows;
@@ -231,12 +256,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         const unsigned local =
             shared_address(recv + ((buf * kBlocks + rank) * J + m % J) * B + col);
         if (col < B)  // B = 4: lanes t4 = 2, 3 hold columns past B (zeros): nothing to send
-          asm volatile(
-              "st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.b32 "
-              "[%0], {%1, %2, %3, %4}, [%5];" ::"r"(remote(local, owner)),
-              "r"(__float_as_uint(v0)), "r"(__float_as_uint(v1)), "r"(__float_as_uint(v2)),
-              "r"(__float_as_uint(v3)), "r"(remote(bars + 8 * buf, owner))
-              : "memory");
+          send_quad(remote(local, owner), v0, v1, v2, v3, remote(bars + 8 * buf, owner));
         continue;
       }
 #pragma unroll
@@ -254,26 +274,11 @@ __global__ void __launch_bounds__(kThreads, 1)
             shared_address(recv + ((buf * kBlocks + rank) * J + m % J) * B + col);
         const unsigned there = remote(local, owner), bar = remote(bars + 8 * buf, owner);
         if (pairs) {
-          if (col < B)
-            asm volatile(
-                "st.async.shared::cluster.mbarrier::complete_tx::bytes.v2.b32 [%0], {%1, %2}, "
-                "[%3];" ::"r"(there),
-                "r"(__float_as_uint(lo)), "r"(__float_as_uint(hi)), "r"(bar)
-                : "memory");
+          if (col < B) send_pair(there, lo, hi, bar);
           continue;
         }
-        if (col < rows)
-          asm volatile(
-              "st.async.shared::cluster.mbarrier::complete_tx::bytes.b32 [%0], %1, [%2];" ::"r"(
-                  there),
-              "r"(__float_as_uint(lo)), "r"(bar)
-              : "memory");
-        if (col + 1 < rows)
-          asm volatile(
-              "st.async.shared::cluster.mbarrier::complete_tx::bytes.b32 [%0], %1, [%2];" ::"r"(
-                  there + 4),
-              "r"(__float_as_uint(hi)), "r"(bar)
-              : "memory");
+        if (col < rows) send(there, lo, bar);
+        if (col + 1 < rows) send(there + 4, hi, bar);
       }
     }
     // The staged sums, written through the generic proxy, are read by the bulk copies' proxy.
