@@ -25,7 +25,8 @@ namespace lstm::LSTM_STAGE_NAMESPACE {  // stage_<series>_<NN_slug>, named by th
 /// Row m of row tile mt is unit mt*16 + m (every unit: the product gives a partial sum for each);
 /// k is the block's own gate rows, gate q of its unit j at k = q*J + j, W_hh row q*H + n*J + j.
 /// Word w of a lane: row g + 8 (w & 1), k = kt*16 + 2t + 8 (w >> 1) and the next k, the lower k
-/// in the low 16 bits (PTX ISA, as arrange_transposed_fragments). Zeros past H units and past the units a block owns.
+/// in the low 16 bits (PTX ISA, as arrange_transposed_fragments). Zeros past H units and past
+/// the units a block owns.
 template <typename Element>
 __global__ void arrange_cluster_fragments(const float* w_hh, unsigned* fragments, int H, int J,
                                           int row_tiles, int span) {
@@ -71,8 +72,8 @@ __device__ __forceinline__ float gather_sums(const BackwardArgs& a, const float*
   if (span > 1) {  // as the proxy of block `rank` of the other clusters: their units' sums
     for (int i = threadIdx.x; i < span * J * Bg; i += blockDim.x) {
       const int owner_cluster = i / (J * Bg), jj = i / Bg % J, bb = i % Bg;
-      if (owner_cluster == cluster || bb >= rows || (owner_cluster * kOneCluster + rank) * J + jj >= H)
-        continue;
+      const int owner = owner_cluster * kOneCluster + rank;  // the block whose unit jj it is
+      if (owner_cluster == cluster || bb >= rows || owner * J + jj >= H) continue;
       float sum = 0.0f;
       for (int source = 0; source < senders; ++source)
         sum += slot(owner_cluster, source, jj, bb);
