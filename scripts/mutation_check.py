@@ -528,6 +528,14 @@ MUTATIONS = [
      "stages/training/32_partial_sums_in_pairs/cluster_backward_kernel.cuh",
      "dh_rec += received[((buffer * kOneCluster + source) * J + j) * Bp + b];",
      "dh_rec += received[((buffer * kOneCluster + source) * J + j) * Bg + b];", "gpu"),
+    # ---- training stage 33 (a batch group's backward over several clusters, sums through L2)
+    ("gpu", "training 33 adds its own cluster's sums of a unit but not the other clusters'",
+     "stages/training/33_partial_sums_across_clusters/cluster_backward_kernel.cuh",
+     "    if (c < span) total += sums[c];", "    if (c == cluster) total += sums[c];", "gpu"),
+    ("gpu", "training 33 sends the sums for another cluster's units into its own units' slots",
+     "stages/training/33_partial_sums_across_clusters/cluster_backward_kernel.cuh",
+     "const int owner_cluster = kSpanned ? owner / kOneCluster : 0;",
+     "const int owner_cluster = 0;", "gpu"),
     # ---- training stage 09 (the small-batch backward keeps W_hh's columns in registers)
     ("gpu", "training stage 09 loads the four gate rows of a row quad's weights from its first row",
      "stages/training/09_backward_registers/backward_registers.cuh",

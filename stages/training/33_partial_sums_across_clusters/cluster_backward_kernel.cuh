@@ -55,10 +55,10 @@ __global__ void arrange_cluster_fragments(const float* w_hh, unsigned* fragments
 /// `tag` for their owner; this thread's own (unit, row), if `pair`, is returned: its cluster's 16
 /// sums in rank order, then the clusters' sums in cluster order (published ones waited for).
 __device__ __forceinline__ float gather_sums(const BackwardArgs& a, const float* received,
-                                             int buffer, unsigned tag, int cluster, int rank,
-                                             int group, int senders, int rows, int Bp, bool pair,
-                                             int j, int b) {
-  const int H = a.hidden_size, J = a.units_per_block, Bg = a.group_rows, span = a.span;
+                                             int buffer, unsigned tag, int span, int cluster,
+                                             int rank, int group, int senders, int rows, int Bp,
+                                             bool pair, int j, int b) {
+  const int H = a.hidden_size, J = a.units_per_block, Bg = a.group_rows;
   const auto slot = [&](int owner_cluster, int source, int jj, int bb) {
     return received[(((buffer * span + owner_cluster) * kOneCluster + source) * J + jj) * Bp + bb];
   };
@@ -117,12 +117,15 @@ __device__ __forceinline__ float gather_sums(const BackwardArgs& a, const float*
 /// Shared memory (plan.cpp, cluster_backward_shared_bytes): w [row tile][k tile][lane] uint4 |
 /// dz [8][stride] words | received [2][span][16][J][Bp] floats (Bp: Bg rounded up to even) | two
 /// mbarriers.
-template <typename Element>
+/// kSpanned false: one cluster a group (a.span 1), stage 32's kernel; true: a.span clusters.
+template <typename Element, bool kSpanned>
 __global__ void __launch_bounds__(kClusterBackwardThreads, 1)
     cluster_backward(const BackwardArgs a) {
   extern __shared__ float4 shared[];
   constexpr int kWarps = kClusterBackwardThreads / kWarpSize;
-  const int H = a.hidden_size, J = a.units_per_block, Bg = a.group_rows, span = a.span;
+  constexpr int kTilesPerWarp = kSpanned ? kMaxSpannedTilesPerWarp : kMaxClusterTilesPerWarp;
+  const int H = a.hidden_size, J = a.units_per_block, Bg = a.group_rows;
+  const int span = kSpanned ? a.span : 1;
   const int Bp = Bg + Bg % 2;  // received_columns(Bg) (plan.h): every pair 8-byte aligned
   const int row_tiles = (H + kMmaRows - 1) / kMmaRows, k_tiles = kGates * J / kMmaK;
   const int stride = a.dz_stride;  // words a column of staged dz (4J gate rows, padded)
@@ -194,8 +197,8 @@ __global__ void __launch_bounds__(kClusterBackwardThreads, 1)
     if (step > 0) {  // (2) the sums of step - 1's product, tagged step (never 0: cleared)
       const int buffer = (step - 1) % 2;
       mbarrier_wait(bars + 8 * buffer, ((step - 1) / 2) % 2);
-      dh_rec = gather_sums(a, received, buffer, step, cluster, rank, group, senders, rows, Bp,
-                           pair, j, b);
+      dh_rec = gather_sums(a, received, buffer, step, span, cluster, rank, group, senders, rows,
+                           Bp, pair, j, b);
     }
     if (pair) {  // (3) the cell's backward (README.md)
       const float i = kept[0], f = kept[1], g = kept[kGateG], o = kept[3];
@@ -218,12 +221,12 @@ __global__ void __launch_bounds__(kClusterBackwardThreads, 1)
     // cannot arrive before this block's sends below.
     if (tid == 0 && step > 0) mbarrier_arm(bars + 8 * ((step - 1) % 2), bytes);
     // (4) the product: row tiles warp, warp + 16, ..; all of the block's k tiles.
-    float acc[kMaxClusterTilesPerWarp][4] = {};
+    float acc[kTilesPerWarp][4] = {};
     for (int kt = 0; kt < k_tiles; ++kt) {
       const unsigned* column = dz_s + group_id * stride + kt * kMmaK / 2 + in_group;
       const unsigned b0 = column[0], b1 = column[4];
 #pragma unroll
-      for (int n = 0; n < kMaxClusterTilesPerWarp; ++n) {
+      for (int n = 0; n < kTilesPerWarp; ++n) {
         const int tile = warp + n * kWarps;
         if (tile < row_tiles)
           mma_16x8x16<Element>(acc[n], w_s[(tile * k_tiles + kt) * kWarpSize + lane], b0, b1);
@@ -233,20 +236,21 @@ __global__ void __launch_bounds__(kClusterBackwardThreads, 1)
     // received[step % 2][owner / 16][rank][unit % J][column] there.
     const int buffer = step % 2;
 #pragma unroll
-    for (int n = 0; n < kMaxClusterTilesPerWarp; ++n) {
+    for (int n = 0; n < kTilesPerWarp; ++n) {
       const int tile = warp + n * kWarps;
       if (tile >= row_tiles) break;
 #pragma unroll
       for (int half = 0; half < 2; ++half) {  // d0, d1: row groupID; d2, d3: eight rows down
         const int m = tile * kMmaRows + group_id + 8 * half, column = 2 * in_group;
         if (m >= H || column >= rows) continue;
-        const int owner = m / J;
+        const int owner = m / J;  // its block in the group: rank owner % 16 of its cluster
+        const int owner_cluster = kSpanned ? owner / kOneCluster : 0;
+        const int owner_rank = kSpanned ? owner % kOneCluster : owner;
         const unsigned local = shared_address(
             received +
-            (((buffer * span + owner / kOneCluster) * kOneCluster + rank) * J + m % J) * Bp +
-            column);
-        const unsigned there = cluster_rank_shared(local, owner % kOneCluster);
-        const unsigned bar = cluster_rank_shared(bars + 8 * buffer, owner % kOneCluster);
+            (((buffer * span + owner_cluster) * kOneCluster + rank) * J + m % J) * Bp + column);
+        const unsigned there = cluster_rank_shared(local, owner_rank);
+        const unsigned bar = cluster_rank_shared(bars + 8 * buffer, owner_rank);
         // Columns 2t and 2t + 1 of the fragment: one message for both (the same bytes counted).
         if (column + 1 < rows)
           store_async_pair(there, acc[n][2 * half], acc[n][2 * half + 1], bar);
@@ -260,8 +264,8 @@ __global__ void __launch_bounds__(kClusterBackwardThreads, 1)
   const int buffer = (a.seq_len - 1) % 2;
   if (steps > 0) {
     mbarrier_wait(bars + 8 * buffer, ((a.seq_len - 1) / 2) % 2);
-    const float dh0 = gather_sums(a, received, buffer, a.seq_len, cluster, rank, group, senders,
-                                  rows, Bp, pair, j, b);
+    const float dh0 = gather_sums(a, received, buffer, a.seq_len, span, cluster, rank, group,
+                                  senders, rows, Bp, pair, j, b);
     if (pair) {
       a.dh0[out] = dh0;
       a.dc0[out] = dc;

@@ -254,10 +254,11 @@ std::string plan_span(const ProblemSize& s, const DeviceLimits& device, int span
         << J << " units a block)";
     return why.str();
   }
-  const int most_units = kMaxClusterTilesPerWarp * kClusterBackwardThreads / kWarpSize * kMmaRows;
+  const int most_units = (span > 1 ? kMaxSpannedTilesPerWarp : kMaxClusterTilesPerWarp) *
+                         kClusterBackwardThreads / kWarpSize * kMmaRows;
   if (H > most_units) {
-    why << "the backward in clusters of 16 multiplies at most " << most_units << " units (H = " << H
-        << ")";
+    why << "the backward in " << (span == 1 ? "one cluster" : "clusters of 16")
+        << " multiplies at most " << most_units << " units (H = " << H << ")";
     return why.str();
   }
   if (pinned_rows > kClusterRows) {
@@ -408,15 +409,14 @@ std::string Plan::describe() const {
     for (const ForwardPlan& p : launch.layers)
       out << " [" << p.describe() << "]";
   }
-  out << "\n  backward J=" << backward.units_per_block
-      << " row_tiles=" << backward.row_tiles << " U=" << backward.unit_blocks
-      << " G=" << backward.batch_groups << " Bg=" << backward.group_rows
-      << " slices=" << backward.slices << " C=" << backward.cluster_blocks
-      << " span=" << backward.span
+  out << "\n  backward J=" << backward.units_per_block << " row_tiles=" << backward.row_tiles
+      << " U=" << backward.unit_blocks << " G=" << backward.batch_groups
+      << " Bg=" << backward.group_rows << " slices=" << backward.slices
+      << " C=" << backward.cluster_blocks << " span=" << backward.span
       << " k_rows=" << backward.k_rows << " threads=" << backward.threads
-      << " mma_tiles(batch)=" << backward.batch_tiles
-      << " k_slices=" << backward.k_slices << " chunk=" << backward.chunk_rows << "x"
-      << backward.chunks << " smem=" << backward.shared_bytes / 1024 << "KiB";
+      << " mma_tiles(batch)=" << backward.batch_tiles << " k_slices=" << backward.k_slices
+      << " chunk=" << backward.chunk_rows << "x" << backward.chunks
+      << " smem=" << backward.shared_bytes / 1024 << "KiB";
   return out.str();
 }
 

@@ -79,10 +79,14 @@ const void* backward_kernel_for(int row_tiles, int cluster) {
   }
 }
 const void* backward_kernel_for(Precision precision, const BackwardPlan& plan) {
+  if (plan.cluster_blocks == kOneCluster && plan.span > 1)  // several clusters a group
+    return precision == Precision::kBf16
+               ? reinterpret_cast<const void*>(&cluster_backward<__nv_bfloat16, true>)
+               : reinterpret_cast<const void*>(&cluster_backward<__half, true>);
   if (plan.cluster_blocks == kOneCluster)
     return precision == Precision::kBf16
-               ? reinterpret_cast<const void*>(&cluster_backward<__nv_bfloat16>)
-               : reinterpret_cast<const void*>(&cluster_backward<__half>);
+               ? reinterpret_cast<const void*>(&cluster_backward<__nv_bfloat16, false>)
+               : reinterpret_cast<const void*>(&cluster_backward<__half, false>);
   return precision == Precision::kBf16
              ? backward_kernel_for<__nv_bfloat16>(plan.row_tiles, plan.cluster_blocks)
              : backward_kernel_for<__half>(plan.row_tiles, plan.cluster_blocks);
@@ -694,9 +698,12 @@ DeviceLimits device_limits(const cudaDeviceProp& device) {
                           kBackwardThreads, limits.shared_bytes, 2);
   // Clusters of 16 blocks of the backward in one cluster, of the most shared memory it may take.
   if (device.clusterLaunch) {
-    const void* whole = reinterpret_cast<const void*>(&cluster_backward<__half>);
-    const void* whole_bf16 = reinterpret_cast<const void*>(&cluster_backward<__nv_bfloat16>);
-    for (const void* kernel : {whole, whole_bf16})  // both precisions' launches and checks
+    const void* whole = reinterpret_cast<const void*>(&cluster_backward<__half, false>);
+    const void* whole_bf16 = reinterpret_cast<const void*>(&cluster_backward<__nv_bfloat16, false>);
+    const void* spanned = reinterpret_cast<const void*>(&cluster_backward<__half, true>);
+    const void* spanned_bf16 =
+        reinterpret_cast<const void*>(&cluster_backward<__nv_bfloat16, true>);
+    for (const void* kernel : {whole, whole_bf16, spanned, spanned_bf16})  // launches and checks
       cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
     cudaGetLastError();  // a device without it shows as 0 clusters below
     limits.whole_clusters =
