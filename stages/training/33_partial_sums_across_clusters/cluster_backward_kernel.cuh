@@ -49,11 +49,12 @@ __global__ void arrange_cluster_fragments(const float* w_hh, unsigned* fragments
   }
 }
 
-/// The sums of one step for block `rank` of every cluster's units, as its cluster's blocks sent
-/// them (buffer `buffer` of `received`, [2][span][16][J][Bp], span index = the owner's cluster):
-/// the sums for units of another cluster, 16 added in rank order, are published through L2 with
-/// `tag` for their owner; this thread's own (unit, row), if `pair`, is returned: its cluster's 16
-/// sums in rank order, then the clusters' sums in cluster order (published ones waited for).
+/// Where a group spans several clusters: the sums of one step for block `rank` of every cluster's
+/// units, as its cluster's blocks sent them (buffer `buffer` of `received`, [2][span][16][J][Bp],
+/// span index = the owner's cluster). Those for units of another cluster, 16 added in rank order,
+/// are published through L2 with `tag` for their owner; this thread's own (unit, row), if `pair`,
+/// is returned: its cluster's 16 sums in rank order, then the clusters' sums in cluster order
+/// (the published ones waited for).
 __device__ __forceinline__ float gather_sums(const BackwardArgs& a, const float* received,
                                              int buffer, unsigned tag, int span, int cluster,
                                              int rank, int group, int senders, int rows, int Bp,
@@ -69,22 +70,20 @@ __device__ __forceinline__ float gather_sums(const BackwardArgs& a, const float*
            (((((static_cast<std::size_t>(buffer) * groups + group) * span + to) * span + from) *
                  kOneCluster + rank) * J + jj) * Bg + bb;
   };
-  if (span > 1) {  // as the proxy of block `rank` of the other clusters: their units' sums
-    for (int i = threadIdx.x; i < span * J * Bg; i += blockDim.x) {
-      const int owner_cluster = i / (J * Bg), jj = i / Bg % J, bb = i % Bg;
-      const int owner = owner_cluster * kOneCluster + rank;  // the block whose unit jj it is
-      if (owner_cluster == cluster || bb >= rows || owner * J + jj >= H) continue;
-      float sum = 0.0f;
-      for (int source = 0; source < senders; ++source)
-        sum += slot(owner_cluster, source, jj, bb);
-      store_tagged(published(owner_cluster, cluster, jj, bb), sum, tag);
-    }
+  // As the proxy of block `rank` of the other clusters: their units' sums.
+  for (int i = threadIdx.x; i < span * J * Bg; i += blockDim.x) {
+    const int owner_cluster = i / (J * Bg), jj = i / Bg % J, bb = i % Bg;
+    const int owner = owner_cluster * kOneCluster + rank;  // the block whose unit jj it is
+    if (owner_cluster == cluster || bb >= rows || owner * J + jj >= H) continue;
+    float sum = 0.0f;
+    for (int source = 0; source < senders; ++source)
+      sum += slot(owner_cluster, source, jj, bb);
+    store_tagged(published(owner_cluster, cluster, jj, bb), sum, tag);
   }
   if (!pair) return 0.0f;
   float own = 0.0f;
   for (int source = 0; source < senders; ++source)
     own += slot(cluster, source, j, b);
-  if (span == 1) return own;
   float sums[kMaxSpannedClusters];
 #pragma unroll
   for (int c = 0; c < kMaxSpannedClusters; ++c)
@@ -142,9 +141,9 @@ __global__ void __launch_bounds__(kClusterBackwardThreads, 1)
   // The sums this block receives a step: for its units and those of block `rank` of the other
   // clusters. With one cluster only the blocks that own units send; with several every block
   // does (zeros where it owns none), so that every block hears from every other each step.
-  int received_units = 0;
+  int received_units = units_of(block);
   for (int c = 0; c < span; ++c)
-    received_units += units_of(c * kOneCluster + rank);
+    if (c != cluster) received_units += units_of(c * kOneCluster + rank);
   const int senders = span > 1 ? kOneCluster : (H + J - 1) / J;
   // A block that receives nothing has nothing to send either: were it to step on, its sends
   // would run ahead of the blocks that wait, and an mbarrier armed with 0 bytes completes at once.
@@ -194,11 +193,15 @@ __global__ void __launch_bounds__(kClusterBackwardThreads, 1)
       kept[6] = a.d_above[t * state + out];
     }
     float dh_rec = pair && step == 0 ? a.dhy[out] : 0.0f;
-    if (step > 0) {  // (2) the sums of step - 1's product, tagged step (never 0: cleared)
+    if (step > 0) {  // (2)
       const int buffer = (step - 1) % 2;
       mbarrier_wait(bars + 8 * buffer, ((step - 1) / 2) % 2);
-      dh_rec = gather_sums(a, received, buffer, step, span, cluster, rank, group, senders, rows,
-                           Bp, pair, j, b);
+      if constexpr (kSpanned)  // and the other clusters' sums, step - 1's product tagged step
+        dh_rec = gather_sums(a, received, buffer, step, span, cluster, rank, group, senders, rows,
+                             Bp, pair, j, b);
+      else if (pair)
+        for (int source = 0; source < senders; ++source)
+          dh_rec += received[((buffer * kOneCluster + source) * J + j) * Bp + b];
     }
     if (pair) {  // (3) the cell's backward (README.md)
       const float i = kept[0], f = kept[1], g = kept[kGateG], o = kept[3];
@@ -262,14 +265,17 @@ __global__ void __launch_bounds__(kClusterBackwardThreads, 1)
   }
   // dh0: the sums of the product with dz_0, tagged seq_len; dc0.
   const int buffer = (a.seq_len - 1) % 2;
-  if (steps > 0) {
-    mbarrier_wait(bars + 8 * buffer, ((a.seq_len - 1) / 2) % 2);
-    const float dh0 = gather_sums(a, received, buffer, a.seq_len, span, cluster, rank, group,
-                                  senders, rows, Bp, pair, j, b);
-    if (pair) {
-      a.dh0[out] = dh0;
-      a.dc0[out] = dc;
-    }
+  if (steps > 0) mbarrier_wait(bars + 8 * buffer, ((a.seq_len - 1) / 2) % 2);
+  float dh0 = 0.0f;
+  if constexpr (kSpanned)  // every block of a spanned group steps (plan.cpp)
+    dh0 = gather_sums(a, received, buffer, a.seq_len, span, cluster, rank, group, senders, rows,
+                      Bp, pair, j, b);
+  if (pair) {
+    if constexpr (!kSpanned)
+      for (int source = 0; source < senders; ++source)
+        dh0 += received[((buffer * kOneCluster + source) * J + j) * Bp + b];
+    a.dh0[out] = dh0;
+    a.dc0[out] = dc;
   }
   cluster_barrier();  // no block leaves while another may still send into its shared memory
 }

@@ -290,14 +290,15 @@ std::string plan_span(const ProblemSize& s, const DeviceLimits& device, int span
   return {};
 }
 
-/// The backward in clusters of 16 (pinned_span, or the fewest clusters a group whose plan fits
-/// and takes the batch in one launch; one cluster's plan or refusal where none does).
+/// The backward in clusters of 16: pinned_span; else one cluster a group if its plan fits and
+/// takes the batch in one launch, else the most clusters a group that do (a block's fewer gate
+/// rows: measured as fast or faster, README.md); else one cluster's plan or refusal.
 std::string plan_one_cluster(const ProblemSize& s, const DeviceLimits& device, int pinned_groups,
                              int pinned_rows, int pinned_span, BackwardPlan& b) {
   if (pinned_span > 0) return plan_span(s, device, pinned_span, pinned_groups, pinned_rows, b);
   const std::string one = plan_span(s, device, 1, pinned_groups, pinned_rows, b);
   if (one.empty() && b.slices == 1) return one;
-  for (int span = 2; span <= kMaxSpannedClusters; ++span) {
+  for (int span = kMaxSpannedClusters; span > 1; --span) {  // the most: shorter chains of mma
     BackwardPlan wider;
     if (plan_span(s, device, span, pinned_groups, pinned_rows, wider).empty() &&
         wider.slices == 1) {
