@@ -22,7 +22,9 @@
 // slices, two launches, one launch per layer), a refused --layers-per-launch naming the most that
 // fit, and the planner's choices at the H100's limits (on the CPU); in stage 30
 // (LSTM_TC_HAS_FEW_BACKWARD_WARPS: 256 backward threads at B <= 4) few_warps_* cases with chunks
-// of dz, batch groups and slices, and the planner's choice of threads (on the CPU). The
+// of dz, batch groups and slices, and the planner's choice of threads (on the CPU); in stage 33
+// (LSTM_TC_HAS_CLUSTER_SPAN: a batch group's backward over several clusters of 16) span* cases
+// over two, three and four clusters, and the planner's choice of spans (on the CPU). The
 // data are rounded to the precision first, as the harness does (core/quantize.h); each case is
 // checked against the FP64 reference on every output and gradient with the precision's bounds,
 // must repeat bit for bit, and prints its measured errors ([ MEASURED ]). Also: a pass with other

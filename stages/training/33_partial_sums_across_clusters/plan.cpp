@@ -262,7 +262,7 @@ std::string plan_span(const ProblemSize& s, const DeviceLimits& device, int span
     return why.str();
   }
   if (pinned_rows > kClusterRows) {
-    why << "the backward in clusters of 16 takes at most " << kClusterRows
+    why << "the backward in one cluster takes at most " << kClusterRows
         << " batch rows a cluster (one mma column tile)";
     return why.str();
   }
@@ -410,14 +410,15 @@ std::string Plan::describe() const {
     for (const ForwardPlan& p : launch.layers)
       out << " [" << p.describe() << "]";
   }
-  out << "\n  backward J=" << backward.units_per_block << " row_tiles=" << backward.row_tiles
-      << " U=" << backward.unit_blocks << " G=" << backward.batch_groups
-      << " Bg=" << backward.group_rows << " slices=" << backward.slices
-      << " C=" << backward.cluster_blocks << " span=" << backward.span
+  out << "\n  backward J=" << backward.units_per_block
+      << " row_tiles=" << backward.row_tiles << " U=" << backward.unit_blocks
+      << " G=" << backward.batch_groups << " Bg=" << backward.group_rows
+      << " slices=" << backward.slices << " C=" << backward.cluster_blocks
+      << " span=" << backward.span
       << " k_rows=" << backward.k_rows << " threads=" << backward.threads
-      << " mma_tiles(batch)=" << backward.batch_tiles << " k_slices=" << backward.k_slices
-      << " chunk=" << backward.chunk_rows << "x" << backward.chunks
-      << " smem=" << backward.shared_bytes / 1024 << "KiB";
+      << " mma_tiles(batch)=" << backward.batch_tiles
+      << " k_slices=" << backward.k_slices << " chunk=" << backward.chunk_rows << "x"
+      << backward.chunks << " smem=" << backward.shared_bytes / 1024 << "KiB";
   return out.str();
 }
 
