@@ -536,6 +536,15 @@ MUTATIONS = [
      "stages/training/33_partial_sums_across_clusters/cluster_backward_kernel.cuh",
      "const int owner_cluster = kSpanned ? owner / kOneCluster : 0;",
      "const int owner_cluster = 0;", "gpu"),
+    # ---- training stage 34 (four batch rows' partial sums a store, after a shuffle)
+    ("gpu", "training 34 sends its neighbour's two sums in the wrong order",
+     "stages/training/34_partial_sums_in_quads/cluster_backward_kernel.cuh",
+     "const float v2 = upper ? got0 : acc[n][2], v3 = upper ? got1 : acc[n][3];",
+     "const float v2 = upper ? got1 : acc[n][2], v3 = upper ? got0 : acc[n][3];", "gpu"),
+    ("gpu", "training 34 lets a lane's last single sum of a short quad land on its first column",
+     "stages/training/34_partial_sums_in_quads/cluster_backward_kernel.cuh",
+     "store_async(cluster_rank_shared(local + 4u * (count - 1), owner_rank),",
+     "store_async(cluster_rank_shared(local, owner_rank),", "gpu"),
     # ---- training stage 09 (the small-batch backward keeps W_hh's columns in registers)
     ("gpu", "training stage 09 loads the four gate rows of a row quad's weights from its first row",
      "stages/training/09_backward_registers/backward_registers.cuh",
