@@ -9,7 +9,8 @@
 #   4. the cuDNN baseline (every algorithm, forward and training) and PyTorch (forward and
 #      training) on the same configs and on the committed fixtures, checks on (a training pass's
 #      gradients where the training reference fits the CPU reference's budget)
-#   5. compute-sanitizer memcheck, racecheck and synccheck on every stage at a small config
+#   5. compute-sanitizer memcheck, racecheck and synccheck on every stage at a small config (and
+#      the stages with other paths at their own: the backward over several clusters)
 #   6. the benchmarks (scripts/bench.sh): DIR/bench.json, DIR/bench_training.json and
 #      DIR/pytorch.jsonl (about 10 minutes and more on an H100: bench.sh --only splits it)
 # Logs and results go into DIR. Exit status: 0 everything passed, 1 anything failed (the summary
@@ -270,15 +271,25 @@ fi
 # ---- 5. compute-sanitizer on a small config (memory errors, shared-memory races, barriers)
 if wants sanitizers; then
   small="--hidden 40 --input-size 24 --batch 3 --seq 4 --layers 2 --iters 1 --warmup 0"
+  # Paths the small config does not take, by stage name: the backward over two and four
+  # clusters of 16 (training 33 on), with 3 and 7 rows (a short last quad from training 34).
+  spans=("--hidden 100 --input-size 30 --batch 3 --seq 4 --layers 1 --plan 0,0,0,0,0,0,0,16,2"
+         "--hidden 200 --input-size 40 --batch 7 --seq 3 --layers 1 --plan 0,0,0,0,0,0,0,16,4")
   for stage in "${stages[@]}"; do
     # NCCL's ncclCommInitAll asks for attributes of kernels it has no image of here: an API error
     # inside NCCL that memcheck would report as the multigpu stage's.
     api=()
     [[ $stage == *multigpu* ]] && api=(--report-api-errors no)
-    for tool in memcheck racecheck synccheck; do
-      # shellcheck disable=SC2086
-      run_step "$stage.$tool" compute-sanitizer --tool "$tool" "${api[@]}" --error-exitcode 99 \
-        "$build/bin/$stage" $small
+    configs=("$small")
+    [[ $stage =~ training_(3[3-9]|[4-9][0-9])_ ]] &&
+      configs+=("${spans[0]} --iters 1 --warmup 0" "${spans[1]} --iters 1 --warmup 0")
+    for i in "${!configs[@]}"; do
+      suffix=${i/#0/}  # the small config's steps keep their names; the others .1, .2
+      for tool in memcheck racecheck synccheck; do
+        # shellcheck disable=SC2086
+        run_step "$stage.$tool${suffix:+.$suffix}" compute-sanitizer --tool "$tool" "${api[@]}" \
+          --error-exitcode 99 "$build/bin/$stage" ${configs[$i]}
+      done
     done
   done
 fi
