@@ -5,9 +5,9 @@
  * What this stage changes (from training stage 33): in the backward in clusters of 16
  * (cluster_backward_kernel.cuh), the two lanes that hold a unit's partial sums for columns
  * 4c .. 4c + 3 swap half of them with a shuffle, so that each lane holds four adjacent columns of
- * one unit and sends them with one 16-byte st.async: half the messages of stage 32's pairs from
- * B = 3 on. The received sums' rows are padded to a multiple of 4 (plan.cpp) so that every quad is
- * 16-byte aligned.
+ * one unit and sends them with one 16-byte st.async: half the messages of stage 32's pairs at
+ * B = 4 and 8. The received sums' rows are padded to a multiple of 4 (plan.cpp) so that every quad
+ * is 16-byte aligned.
  *
  * The lesson, the prediction and the measurement: README.md beside this file. Host code here;
  * the kernels in kernel.cuh, backward_kernel.cuh and cluster_backward_kernel.cuh.
