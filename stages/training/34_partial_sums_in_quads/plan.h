@@ -80,8 +80,8 @@ constexpr int kClusterBackwardThreads = 512;
 constexpr int kClusterRows = 8;
 /// Row tiles (16 units each) a warp multiplies: every unit's partial sum, so H <= 16 x 16 x 3.
 constexpr int kMaxClusterTilesPerWarp = 3;
-/// The same where a group spans several clusters (the kernel compiled a second time: a fourth
-/// tile's registers made the one-cluster kernel 10% slower, README.md), so H <= 1024.
+/// The same where a group spans several clusters (the kernel compiled a second time: one kernel
+/// for both was 12-17% slower at H = 512, README.md), so H <= 1024.
 constexpr int kMaxSpannedTilesPerWarp = 4;
 /// The most clusters of 16 that one batch group's backward spans where W_hh does not fit in one:
 /// the sums for a unit that another cluster owns cross through L2 (README.md).
