@@ -43,6 +43,12 @@ __device__ __forceinline__ uint2 load_relaxed(const uint2* address) {
                : "l"(address));
   return v;
 }
+/// The same for a tagged 8-byte value (store_tagged, below).
+__device__ __forceinline__ unsigned long long load_relaxed(const unsigned long long* address) {
+  unsigned long long v;
+  asm volatile("ld.relaxed.gpu.global.b64 %0, [%1];" : "=l"(v) : "l"(address));
+  return v;
+}
 
 /// The matching store: publishes one 16-bit value (its bits) for other SMs to poll.
 __device__ __forceinline__ void store_relaxed(std::uint16_t* address, std::uint16_t bits) {
@@ -116,19 +122,26 @@ __device__ __forceinline__ unsigned long long global_time_ns() {
   return t;
 }
 
+/// A value read before its store: the sentinel (what wait_published_at tests by default).
+struct Unpublished {
+  template <typename Value>
+  __device__ bool operator()(Value v) const { return unpublished(v); }
+};
+
 /// Waits until none of staged[r] = *address(base + r * stride) (r < kInFlight, index < count)
-/// holds the sentinel any more: re-reads all the missing ones at once, so a retry costs one L2
-/// round trip, not one per value. A value never published is a bug: the kernel traps after
-/// kMaxWaitNs of waiting (the timer read every 1024 polls) instead of hanging.
-template <int kInFlight, typename Value, typename Address>
+/// is `stale` any more (holds the sentinel): re-reads all the missing ones at once, so a retry
+/// costs one L2 round trip, not one per value. A value never published is a bug: the kernel traps
+/// after kMaxWaitNs of waiting (the timer read every 1024 polls) instead of hanging.
+template <int kInFlight, typename Value, typename Address, typename Stale = Unpublished>
 __device__ __forceinline__ void wait_published_at(Value (&staged)[kInFlight], Address address,
-                                                  int count, int base, int stride) {
+                                                  int count, int base, int stride,
+                                                  Stale stale = {}) {
   unsigned long long started = 0;
   for (int polls = 0;; ++polls) {
     bool missing = false;
 #pragma unroll
     for (int r = 0; r < kInFlight; ++r)
-      missing |= base + r * stride < count && unpublished(staged[r]);
+      missing |= base + r * stride < count && stale(staged[r]);
     if (!missing) return;
     if (polls == kSpinPolls) started = global_time_ns();
     if (polls > kSpinPolls && polls % 1024 == 0 && global_time_ns() - started > kMaxWaitNs)
@@ -137,7 +150,7 @@ __device__ __forceinline__ void wait_published_at(Value (&staged)[kInFlight], Ad
 #pragma unroll
     for (int r = 0; r < kInFlight; ++r) {
       const int idx = base + r * stride;
-      if (idx < count && unpublished(staged[r])) staged[r] = load_relaxed(address(idx));
+      if (idx < count && stale(staged[r])) staged[r] = load_relaxed(address(idx));
     }
   }
 }
@@ -159,40 +172,19 @@ __device__ __forceinline__ void store_tagged(unsigned long long* address, float 
   const unsigned long long v = static_cast<unsigned long long>(tag) << 32 | __float_as_uint(value);
   asm volatile("st.relaxed.gpu.global.b64 [%0], %1;" ::"l"(address), "l"(v) : "memory");
 }
-__device__ __forceinline__ unsigned long long load_tagged(const unsigned long long* address) {
-  unsigned long long v;
-  asm volatile("ld.relaxed.gpu.global.b64 %0, [%1];" : "=l"(v) : "l"(address));
-  return v;
-}
 
 /// values[c] = the float at address(c) once it carries `tag`, for every c < count but `skip`:
-/// loads them all at once, then re-reads the ones still missing (a retry costs one L2 round
-/// trip); traps after kMaxWaitNs of waiting, as wait_published_at does.
+/// loads them all at once, then waits as wait_published_at does, a stale tag the test.
 template <int kCount, typename Address>
 __device__ __forceinline__ void wait_tagged(float (&values)[kCount], Address address, int count,
                                             int skip, unsigned tag) {
+  const unsigned long long current = static_cast<unsigned long long>(tag) << 32;
   unsigned long long got[kCount];
 #pragma unroll
   for (int c = 0; c < kCount; ++c)
-    got[c] = c < count && c != skip ? load_tagged(address(c)) : 0ull;
-  const auto missing = [&](int c) {
-    return c < count && c != skip && static_cast<unsigned>(got[c] >> 32) != tag;
-  };
-  unsigned long long started = 0;
-  for (int polls = 0;; ++polls) {
-    bool any = false;
-#pragma unroll
-    for (int c = 0; c < kCount; ++c)
-      any |= missing(c);
-    if (!any) break;
-    if (polls == kSpinPolls) started = global_time_ns();
-    if (polls > kSpinPolls && polls % 1024 == 0 && global_time_ns() - started > kMaxWaitNs)
-      __trap();
-    if (polls >= kSpinPolls) __nanosleep(kPollSleepNs);
-#pragma unroll
-    for (int c = 0; c < kCount; ++c)
-      if (missing(c)) got[c] = load_tagged(address(c));
-  }
+    got[c] = c < count && c != skip ? load_relaxed(address(c)) : current;  // skip: never stale
+  wait_published_at(got, address, count, 0, 1,
+                    [tag](unsigned long long v) { return static_cast<unsigned>(v >> 32) != tag; });
 #pragma unroll
   for (int c = 0; c < kCount; ++c)
     if (c < count && c != skip) values[c] = __uint_as_float(static_cast<unsigned>(got[c]));
