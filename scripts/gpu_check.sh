@@ -272,9 +272,12 @@ fi
 if wants sanitizers; then
   small="--hidden 40 --input-size 24 --batch 3 --seq 4 --layers 2 --iters 1 --warmup 0"
   # Paths the small config does not take, by stage name: the backward over two and four
-  # clusters of 16 (training 33 on), with 3 and 7 rows (a short last quad from training 34).
+  # clusters of 16 (training 33 on), with 3 and 7 rows (a short last quad from training 34);
+  # two mma column tiles a cluster, 13 rows in one cluster and 11 over four (training 35 on).
   spans=("--hidden 100 --input-size 30 --batch 3 --seq 4 --layers 1 --plan 0,0,0,0,0,0,0,16,2"
          "--hidden 200 --input-size 40 --batch 7 --seq 3 --layers 1 --plan 0,0,0,0,0,0,0,16,4")
+  rows16=("--hidden 64 --input-size 40 --batch 13 --seq 3 --layers 2 --plan 0,0,0,0,1,13,0,16"
+          "--hidden 200 --input-size 40 --batch 11 --seq 3 --layers 1 --plan 0,0,0,0,1,11,0,16,4")
   for stage in "${stages[@]}"; do
     # NCCL's ncclCommInitAll asks for attributes of kernels it has no image of here: an API error
     # inside NCCL that memcheck would report as the multigpu stage's.
@@ -283,6 +286,8 @@ if wants sanitizers; then
     configs=("$small")
     [[ $stage =~ training_(3[3-9]|[4-9][0-9])_ ]] &&
       configs+=("${spans[0]} --iters 1 --warmup 0" "${spans[1]} --iters 1 --warmup 0")
+    [[ $stage =~ training_(3[5-9]|[4-9][0-9])_ ]] &&
+      configs+=("${rows16[0]} --iters 1 --warmup 0" "${rows16[1]} --iters 1 --warmup 0")
     for i in "${!configs[@]}"; do
       suffix=${i/#0/}  # the small config's steps keep their names; the others .1, .2
       for tool in memcheck racecheck synccheck; do

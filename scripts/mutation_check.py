@@ -545,6 +545,14 @@ MUTATIONS = [
      "stages/training/34_partial_sums_in_quads/cluster_backward_kernel.cuh",
      "store_async(cluster_rank_shared(local + 4u * (count - 1), owner_rank),",
      "store_async(cluster_rank_shared(local, owner_rank),", "gpu"),
+    # ---- training stage 35 (up to 16 batch rows a cluster: two mma column tiles)
+    ("gpu", "training 35 multiplies the second column tile's A fragments with the first tile's dz",
+     "stages/training/35_sixteen_rows_a_cluster/cluster_backward_kernel.cuh",
+     "dz_s + (c * kMmaColumns + group_id) * stride + kt * kMmaK / 2 + in_group;",
+     "dz_s + group_id * stride + kt * kMmaK / 2 + in_group;", "gpu"),
+    ("gpu", "training 35 sends the first column tile's sums for the second tile's rows too",
+     "stages/training/35_sixteen_rows_a_cluster/cluster_backward_kernel.cuh",
+     "const float* d = acc[n][c];", "const float* d = acc[n][0];", "gpu"),
     # ---- training stage 09 (the small-batch backward keeps W_hh's columns in registers)
     ("gpu", "training stage 09 loads the four gate rows of a row quad's weights from its first row",
      "stages/training/09_backward_registers/backward_registers.cuh",

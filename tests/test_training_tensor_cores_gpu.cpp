@@ -24,7 +24,9 @@
 // (LSTM_TC_HAS_FEW_BACKWARD_WARPS: 256 backward threads at B <= 4) few_warps_* cases with chunks
 // of dz, batch groups and slices, and the planner's choice of threads (on the CPU); in stage 33
 // (LSTM_TC_HAS_CLUSTER_SPAN: a batch group's backward over several clusters of 16) span* cases
-// over two, three and four clusters, and the planner's choice of spans (on the CPU). The
+// over two, three and four clusters, and the planner's choice of spans (on the CPU); in stage 35
+// (LSTM_TC_HAS_SIXTEEN_CLUSTER_ROWS: up to 16 batch rows a cluster) rows16_* cases in one, two and
+// four clusters, in groups and slices, and the planner's choice of 16 rows (on the CPU). The
 // data are rounded to the precision first, as the harness does (core/quantize.h); each case is
 // checked against the FP64 reference on every output and gradient with the precision's bounds,
 // must repeat bit for bit, and prints its measured errors ([ MEASURED ]). Also: a pass with other
@@ -54,6 +56,9 @@
 #endif
 #ifndef LSTM_TC_HAS_CLUSTER_SPAN
 #define LSTM_TC_HAS_CLUSTER_SPAN 0
+#endif
+#ifndef LSTM_TC_HAS_SIXTEEN_CLUSTER_ROWS
+#define LSTM_TC_HAS_SIXTEEN_CLUSTER_ROWS 0
 #endif
 
 namespace lstm::LSTM_STAGE_NAMESPACE {  // the stage's, as its build names it
@@ -144,6 +149,18 @@ const std::vector<Case>& cases() {
     {"span3_groups_slices", ProblemSize{150, 30, 20, 4, 1}, "0,0,0,0,2,4,0,16,3", 0, 10, 16},
     {"span_planned_H1024_B4", ProblemSize{1024, 64, 4, 3, 1}, "", 0, 64, 16},
     {"span_planned_H768_B16", ProblemSize{768, 32, 16, 3, 1}, "", 0, 48, 16},
+#endif
+#if LSTM_TC_HAS_SIXTEEN_CLUSTER_ROWS
+    // Two mma column tiles a cluster: 13 rows in one cluster (the second tile a quad and a
+    // single), 16 over two clusters, 11 over four (blocks 50-63 own no unit; a pair and a single
+    // in the second tile), two groups of 12 rows in two slices (the last group 4 rows); the
+    // planner's choice at H = 512, B = 64 (four groups of 16) and H = 1024, B = 12 (four clusters).
+    {"rows16_one_cluster_B13_L2", ProblemSize{64, 40, 13, 6, 2}, "0,0,0,0,1,13,0,16", 0, 4, 16},
+    {"rows16_span2_B16", ProblemSize{100, 30, 16, 5, 1}, "0,0,0,0,1,16,0,16,2", 0, 7, 16},
+    {"rows16_span4_B11", ProblemSize{200, 40, 11, 4, 1}, "0,0,0,0,1,11,0,16,4", 0, 13, 16},
+    {"rows16_groups_slices", ProblemSize{100, 30, 40, 3, 1}, "0,0,0,0,2,12,0,16", 0, 7, 16},
+    {"rows16_planned_H512_B64", ProblemSize{512, 64, 64, 3, 1}, "", 0, 32, 16},
+    {"rows16_planned_H1024_B12", ProblemSize{1024, 64, 12, 3, 1}, "", 0, 64, 16},
 #endif
   };
   return list;
@@ -384,8 +401,10 @@ TEST(TrainingTensorCoresOneCluster, OneClusterWhereHAndTheBatchFitStage30sPlanEl
     EXPECT_EQ(plan.backward.units_per_block, 32) << plan.describe();
     EXPECT_EQ(plan.backward.batch_groups * plan.backward.group_rows >= batch, true);
   }
+#if !LSTM_TC_HAS_SIXTEEN_CLUSTER_ROWS  // stage 35 takes 16 rows a cluster there
   EXPECT_NE(make_plan(ProblemSize{512, 512, 64, 100, 1}, h100).backward.cluster_blocks,
             kOneCluster);  // 8 clusters needed, 7 resident: two launches
+#endif
 #if LSTM_TC_HAS_CLUSTER_SPAN
   const Plan pinned = make_plan(ProblemSize{1024, 1024, 1, 100, 1}, h100,
                                 parse_plan_request("0,0,0,0,0,0,0,16,1"));
@@ -431,8 +450,10 @@ TEST(TrainingTensorCoresClusterSpan, MostClustersThatFitStage30sPlanElsewhere) {
   EXPECT_EQ(h768.slices, 1);
   EXPECT_EQ(make_plan(ProblemSize{600, 600, 8, 100, 1}, h100).backward.span, 4);
   EXPECT_EQ(make_plan(ProblemSize{512, 512, 8, 100, 1}, h100).backward.span, 1);
+#if !LSTM_TC_HAS_SIXTEEN_CLUSTER_ROWS  // stage 35 takes 16 rows a cluster there
   EXPECT_NE(make_plan(ProblemSize{1024, 1024, 16, 100, 1}, h100).backward.cluster_blocks,
             kOneCluster);
+#endif
   const Plan needless =
       make_plan(ProblemSize{64, 64, 1, 10, 1}, h100, parse_plan_request("0,0,0,0,0,0,0,16,2"));
   EXPECT_FALSE(needless.fits);
@@ -443,6 +464,54 @@ TEST(TrainingTensorCoresClusterSpan, MostClustersThatFitStage30sPlanElsewhere) {
   EXPECT_NE(crowded.why.find("cannot all be resident"), std::string::npos) << crowded.why;
   EXPECT_THROW(parse_plan_request("0,0,0,0,0,0,0,16,5"), std::invalid_argument);
   EXPECT_THROW(parse_plan_request("0,0,0,0,0,0,0,2,2"), std::invalid_argument);
+}
+#endif
+
+#if LSTM_TC_HAS_SIXTEEN_CLUSTER_ROWS
+// The planner (on the CPU, the H100's limits, 7 clusters of 16): 8 rows a cluster wherever those
+// groups take the batch in one launch (H = 512, B = 56; H = 1024, B = 8: stage 34's plans), else
+// up to 16 (H = 512, B = 64 and the canonical config: four groups of 16 in one cluster each;
+// H = 1024, B = 9 and 12: one group over four clusters), stage 30's plan where those do not fit
+// either (H = 512, B = 128: 8 groups; H = 1024, B = 16: the received sums of 16 rows from four
+// clusters are more shared memory than a block has); pinned rows past what fits refused.
+TEST(TrainingTensorCoresSixteenRows, SixteenRowsWhereGroupsOfEightDoNotFit) {
+  DeviceLimits h100;
+  h100.sm_count = 132;
+  h100.shared_bytes = 227 * 1024;
+  h100.pair_clusters = 66;
+  h100.whole_clusters = 7;
+  const auto backward = [&](int hidden, int batch, int layers = 1) {
+    return make_plan(ProblemSize{hidden, hidden, batch, 100, layers}, h100).backward;
+  };
+  EXPECT_EQ(backward(512, 56).group_rows, 8);
+  EXPECT_EQ(backward(1024, 8).group_rows, 8);
+  EXPECT_EQ(backward(1024, 8).span, 4);
+  for (int layers : {1, 4}) {
+    const BackwardPlan b = backward(512, 64, layers);
+    EXPECT_EQ(b.cluster_blocks, kOneCluster) << layers;
+    EXPECT_EQ(b.span, 1) << layers;
+    EXPECT_EQ(b.batch_groups, 4) << layers;
+    EXPECT_EQ(b.group_rows, 16) << layers;
+    EXPECT_EQ(b.slices, 1) << layers;
+    EXPECT_EQ(b.shared_bytes, cluster_backward_shared_bytes(512, 32, 16, 1));
+  }
+  for (int batch : {9, 12}) {
+    const BackwardPlan b = backward(1024, batch);
+    EXPECT_EQ(b.cluster_blocks, kOneCluster) << batch;
+    EXPECT_EQ(b.span, 4) << batch;
+    EXPECT_EQ(b.batch_groups, 1) << batch;
+    EXPECT_EQ(b.group_rows, batch) << batch;
+  }
+  EXPECT_NE(backward(512, 128).cluster_blocks, kOneCluster);
+  EXPECT_NE(backward(1024, 16).cluster_blocks, kOneCluster);
+  const Plan seventeen =
+      make_plan(ProblemSize{100, 30, 17, 10, 1}, h100, parse_plan_request("0,0,0,0,1,17,0,16"));
+  EXPECT_FALSE(seventeen.fits);
+  EXPECT_NE(seventeen.why.find("at most 16 batch rows"), std::string::npos) << seventeen.why;
+  const Plan wide = make_plan(ProblemSize{768, 64, 11, 10, 1}, h100,
+                              parse_plan_request("0,0,0,0,1,11,0,16,1"));  // J = 48: 10 rows
+  EXPECT_FALSE(wide.fits);
+  EXPECT_NE(wide.why.find("at most 10 batch rows"), std::string::npos) << wide.why;
 }
 #endif
 
