@@ -153,14 +153,14 @@ const std::vector<Case>& cases() {
 #if LSTM_TC_HAS_SIXTEEN_CLUSTER_ROWS
     // Two mma column tiles a cluster: 13 rows in one cluster (the second tile a quad and a
     // single), 16 over two clusters, 11 over four (blocks 50-63 own no unit; a pair and a single
-    // in the second tile), two groups of 12 rows in two slices (the last group 4 rows); the
-    // planner's choice at H = 512, B = 64 (four groups of 16) and H = 1024, B = 12 (four clusters).
+    // in the second tile), two groups of 12 rows in two slices (the last group 4 rows), 12 rows
+    // over four clusters at H = 1024; the planner's choice at H = 512, B = 64 (four groups of 16).
     {"rows16_one_cluster_B13_L2", ProblemSize{64, 40, 13, 6, 2}, "0,0,0,0,1,13,0,16", 0, 4, 16},
     {"rows16_span2_B16", ProblemSize{100, 30, 16, 5, 1}, "0,0,0,0,1,16,0,16,2", 0, 7, 16},
     {"rows16_span4_B11", ProblemSize{200, 40, 11, 4, 1}, "0,0,0,0,1,11,0,16,4", 0, 13, 16},
     {"rows16_groups_slices", ProblemSize{100, 30, 40, 3, 1}, "0,0,0,0,2,12,0,16", 0, 7, 16},
     {"rows16_planned_H512_B64", ProblemSize{512, 64, 64, 3, 1}, "", 0, 32, 16},
-    {"rows16_planned_H1024_B12", ProblemSize{1024, 64, 12, 3, 1}, "", 0, 64, 16},
+    {"rows16_span4_H1024_B12", ProblemSize{1024, 64, 12, 3, 1}, "0,0,0,0,1,12,0,16,4", 0, 64, 16},
 #endif
   };
   return list;
@@ -470,10 +470,9 @@ TEST(TrainingTensorCoresClusterSpan, MostClustersThatFitStage30sPlanElsewhere) {
 #if LSTM_TC_HAS_SIXTEEN_CLUSTER_ROWS
 // The planner (on the CPU, the H100's limits, 7 clusters of 16): 8 rows a cluster wherever those
 // groups take the batch in one launch (H = 512, B = 56; H = 1024, B = 8: stage 34's plans), else
-// up to 16 (H = 512, B = 64 and the canonical config: four groups of 16 in one cluster each;
-// H = 1024, B = 9 and 12: one group over four clusters), stage 30's plan where those do not fit
-// either (H = 512, B = 128: 8 groups; H = 1024, B = 16: the received sums of 16 rows from four
-// clusters are more shared memory than a block has); pinned rows past what fits refused.
+// up to 16 in one cluster a group (H = 512, B = 64 and the canonical config: four groups of 16),
+// stage 30's plan elsewhere (H = 512, B = 128: 8 groups; H = 1024, B = 9-16: 16 rows over four
+// clusters only pinned, B = 12 at most there); pinned rows past what fits refused.
 TEST(TrainingTensorCoresSixteenRows, SixteenRowsWhereGroupsOfEightDoNotFit) {
   DeviceLimits h100;
   h100.sm_count = 132;
@@ -495,15 +494,17 @@ TEST(TrainingTensorCoresSixteenRows, SixteenRowsWhereGroupsOfEightDoNotFit) {
     EXPECT_EQ(b.slices, 1) << layers;
     EXPECT_EQ(b.shared_bytes, cluster_backward_shared_bytes(512, 32, 16, 1));
   }
-  for (int batch : {9, 12}) {
-    const BackwardPlan b = backward(1024, batch);
-    EXPECT_EQ(b.cluster_blocks, kOneCluster) << batch;
-    EXPECT_EQ(b.span, 4) << batch;
-    EXPECT_EQ(b.batch_groups, 1) << batch;
-    EXPECT_EQ(b.group_rows, batch) << batch;
-  }
+  for (int batch : {9, 12, 16})
+    EXPECT_NE(backward(1024, batch).cluster_blocks, kOneCluster) << batch;
   EXPECT_NE(backward(512, 128).cluster_blocks, kOneCluster);
-  EXPECT_NE(backward(1024, 16).cluster_blocks, kOneCluster);
+  const BackwardPlan span12 = make_plan(ProblemSize{1024, 1024, 12, 100, 1}, h100,
+                                        parse_plan_request("0,0,0,0,1,12,0,16,4"))
+                                  .backward;
+  EXPECT_EQ(span12.span, 4);
+  EXPECT_EQ(span12.group_rows, 12);
+  EXPECT_FALSE(make_plan(ProblemSize{1024, 1024, 16, 100, 1}, h100,
+                         parse_plan_request("0,0,0,0,1,16,0,16,4"))
+                   .fits);  // the received sums of 16 rows from four clusters: too much
   const Plan seventeen =
       make_plan(ProblemSize{100, 30, 17, 10, 1}, h100, parse_plan_request("0,0,0,0,1,17,0,16"));
   EXPECT_FALSE(seventeen.fits);

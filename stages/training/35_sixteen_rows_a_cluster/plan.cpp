@@ -295,23 +295,28 @@ std::string plan_span(const ProblemSize& s, const DeviceLimits& device, int span
 
 /// The backward in clusters of 16: pinned_span; else one cluster a group if its plan fits and
 /// takes the batch in one launch, else the most clusters a group that do (a block's fewer gate
-/// rows: measured as fast or faster, README.md); the same with up to 16 rows a group where 8 do
-/// not take the batch in one launch; else one cluster's plan of 8 rows or its refusal.
+/// rows: measured as fast or faster, README.md); else one cluster a group of up to 16 rows if that
+/// takes the batch in one launch (over several clusters 16 rows were slower than stage 30's
+/// backward, README.md); else one cluster's plan or refusal.
 std::string plan_one_cluster(const ProblemSize& s, const DeviceLimits& device, int pinned_groups,
                              int pinned_rows, int pinned_span, BackwardPlan& b) {
   if (pinned_span > 0)
     return plan_span(s, device, pinned_span, pinned_groups, pinned_rows, kClusterRows, b);
   const std::string one = plan_span(s, device, 1, pinned_groups, pinned_rows, kClusterRows, b);
   if (one.empty() && b.slices == 1) return one;
-  for (int most_rows : {kClusterRows, kMaxClusterRows}) {  // 16 rows only where 8 do not fit
-    for (int span = kMaxSpannedClusters; span >= (most_rows == kClusterRows ? 2 : 1); --span) {
-      BackwardPlan wider;  // the most clusters: shorter chains of mma
-      if (plan_span(s, device, span, pinned_groups, pinned_rows, most_rows, wider).empty() &&
-          wider.slices == 1) {
-        b = wider;
-        return {};
-      }
+  for (int span = kMaxSpannedClusters; span > 1; --span) {  // the most: shorter chains of mma
+    BackwardPlan wider;
+    if (plan_span(s, device, span, pinned_groups, pinned_rows, kClusterRows, wider).empty() &&
+        wider.slices == 1) {
+      b = wider;
+      return {};
     }
+  }
+  BackwardPlan sixteen;  // two column tiles a cluster
+  if (plan_span(s, device, 1, pinned_groups, pinned_rows, kMaxClusterRows, sixteen).empty() &&
+      sixteen.slices == 1) {
+    b = sixteen;
+    return {};
   }
   return one;  // b: one cluster's plan (several slices), or the reason it does not fit
 }
