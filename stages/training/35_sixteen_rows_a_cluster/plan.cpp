@@ -261,10 +261,10 @@ std::string plan_span(const ProblemSize& s, const DeviceLimits& device, int span
         << " multiplies at most " << most_units << " units (H = " << H << ")";
     return why.str();
   }
-  most_rows = std::min(most_rows, kClusterBackwardThreads / J);  // a thread per (unit, row)
-  if (pinned_rows > std::min(kMaxClusterRows, kClusterBackwardThreads / J)) {
-    why << "the backward in clusters of 16 takes at most "
-        << std::min(kMaxClusterRows, kClusterBackwardThreads / J)
+  const int fit_rows = std::min(kMaxClusterRows, kClusterBackwardThreads / J);  // a thread a pair
+  most_rows = std::min(most_rows, fit_rows);
+  if (pinned_rows > fit_rows) {
+    why << "the backward in clusters of 16 takes at most " << fit_rows
         << " batch rows a cluster here (two mma column tiles, and " << J
         << " units a block times the rows at most " << kClusterBackwardThreads << " threads)";
     return why.str();
