@@ -203,6 +203,15 @@ MUTATIONS = [
      "stages/forward/21_input_parts_by_gate_row/kernel.cuh",
      "input_t + (first_unit + pj) * row_stride + first_row + pb;",
      "input_t + (first_row + pb) * row_stride + first_unit + pj;", "gpu"),
+    # ---- issue 24: forward 22_recurrence_in_one_cluster, h_t between the blocks of a cluster
+    # (the tests that catch it: its cases in tests/test_tensor_cores_gpu.cpp).
+    ("gpu", "forward 22 sends h_t into the buffer the step reads, not the next step's",
+     "stages/forward/22_recurrence_in_one_cluster/cluster_kernel.cuh",
+     "shared_address(h_s + (next * kClusterRows + r) * h_row",
+     "shared_address(h_s + (buffer * kClusterRows + r) * h_row", "gpu"),
+    ("gpu", "forward 22 adds only the first k slice's partial sums into the gates",
+     "stages/forward/22_recurrence_in_one_cluster/cluster_kernel.cuh",
+     "for (int s = 0; s < slices; ++s)", "for (int s = 0; s < 1; ++s)", "gpu"),
     # ---- issue 23: training 25_graphs_of_a_pass, the pass as two CUDA graphs
     # (the test that catches it: Tensors.APassWithOtherTensorsThanPreparedUsesThem).
     ("gpu", "training 25 records its forward graph once, never again for other tensors",

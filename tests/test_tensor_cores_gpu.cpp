@@ -32,6 +32,9 @@
 #ifndef LSTM_TC_HAS_WAVEFRONT
 #define LSTM_TC_HAS_WAVEFRONT 0
 #endif
+#ifndef LSTM_TC_HAS_ONE_CLUSTER
+#define LSTM_TC_HAS_ONE_CLUSTER 0
+#endif
 
 namespace lstm::LSTM_STAGE_NAMESPACE {  // the stage's, as its build names it
 
@@ -73,6 +76,12 @@ const std::vector<Case>& cases() {
       {"wave_L3_slices", ProblemSize{70, 30, 40, 4, 3}, "16,256,1,16", "3"},
       {"wave_L5_two_launches", ProblemSize{96, 40, 20, 6, 5}, "", "3"},
       {"wave_L2_one_launch_per_layer", ProblemSize{96, 40, 20, 6, 2}, "", "1"},
+#endif
+#if LSTM_TC_HAS_ONE_CLUSTER  // the planner's choice (the cases above without --plan run it too)
+      {"cluster_H512_B8_sixteen_owners", ProblemSize{512, 512, 8, 6, 1}, ""},
+      {"cluster_H600_B9_two_clusters_L2", ProblemSize{600, 100, 9, 5, 2}, ""},
+      {"cluster_H1_one_owner", ProblemSize{1, 3, 1, 4, 1}, ""},
+      {"cluster_H200_B40_T1", ProblemSize{200, 64, 40, 1, 1}, ""},
 #endif
   };
   return list;
@@ -254,6 +263,46 @@ TEST(TensorCoresWavefront, TooManyLayersPerLaunchAreRefusedBeforeLaunch) {
   }
 }
 #endif  // LSTM_TC_HAS_WAVEFRONT
+
+#if LSTM_TC_HAS_ONE_CLUSTER
+// The cluster's planner at the H100's limits (227 KiB a block; 7 clusters of 16 resident, an
+// assumption: more groups run in waves): host code, runs without a GPU.
+TEST(TensorCoresOneCluster, TheRecurrenceRunsInClustersWhereWhhFitsInSixteenBlocks) {
+  cudaDeviceProp prop{};
+  prop.multiProcessorCount = 132;
+  prop.sharedMemPerBlockOptin = 227 * 1024;
+  DeviceLimits limits = device_limits(prop);
+  limits.whole_clusters = 7;
+  const auto plan = [&](int hidden, int batch, const PlanRequest& request = {}) {
+    const Plan p = make_plan(ProblemSize{hidden, hidden, batch, 100, 1}, limits, request);
+    EXPECT_TRUE(p.fits) << p.why;
+    std::cout << "[ PLAN ] H=" << hidden << " B=" << batch << ": " << p.describe() << "\n";
+    return p;
+  };
+  const Plan h512 = plan(512, 1);
+  EXPECT_TRUE(h512.one_cluster);
+  EXPECT_EQ(h512.units_per_block, 32);
+  EXPECT_EQ(h512.blocks(), kOneCluster);
+  EXPECT_EQ(h512.k_slices, 2);  // 16 tiles of 16 k tiles each, one per warp
+  const Plan seven = plan(512, 56);
+  EXPECT_TRUE(seven.one_cluster);
+  EXPECT_EQ(seven.batch_groups, 7);
+  EXPECT_EQ(plan(512, 9).group_batch, 5);  // two clusters of 5 and 4 rows
+  EXPECT_TRUE(plan(600, 8).one_cluster);
+  EXPECT_EQ(plan(512, 256).batch_groups, 32) << "more clusters than resident: waves";
+  const Plan h700 = plan(700, 1);
+  EXPECT_FALSE(h700.one_cluster) << "W_hh does not fit in 16 blocks";
+  const Plan refused = plan_one_cluster(ProblemSize{700, 700, 1, 100, 1}, limits);
+  EXPECT_FALSE(refused.fits);
+  EXPECT_NE(refused.why.find("W_hh in 16 blocks of one cluster: 192 rows x 704"), std::string::npos)
+      << refused.why;
+  PlanRequest pinned;
+  pinned.threads = 256;
+  EXPECT_FALSE(plan(512, 1, pinned).one_cluster) << "--plan pins stage 17's kernel";
+  limits.whole_clusters = 0;  // a GPU without clusters
+  EXPECT_FALSE(plan(512, 1).one_cluster);
+}
+#endif  // LSTM_TC_HAS_ONE_CLUSTER
 
 }  // namespace
 }  // namespace lstm::LSTM_STAGE_NAMESPACE
