@@ -13,6 +13,7 @@
 #include "kernel.cuh"  // SharedKernelArgs
 #include "plan.h"
 #include "primitives.cuh"
+#include "harness/phase_trace.cuh"
 
 namespace lstm::LSTM_STAGE_NAMESPACE {  // stage_<series>_<NN_slug>, named by the build
 
@@ -95,8 +96,11 @@ __global__ void __launch_bounds__(kClusterThreads, 1)
   const bool cell = j < my_units && b < rows;
   const std::size_t out = static_cast<std::size_t>(row) * H + unit;
   float c = cell ? a.c0[out] : 0.0f;
+  __shared__ long long trace_spent[kTraceSlots - 1];
+  PhaseTrace trace(a.trace, trace_spent);  // --trace: wait, product, cell, sends
   const int steps = my_units > 0 ? a.seq_len : 0;  // a block without units only waits at the end
   for (int t = 0; t < steps; ++t) {
+    trace.start_step();
     if (cell) {  // (1)
       const float* in = a.input_part + (static_cast<std::size_t>(t) * a.batch + row) * kGates * H;
 #pragma unroll
@@ -106,6 +110,7 @@ __global__ void __launch_bounds__(kClusterThreads, 1)
     asm volatile("cp.async.commit_group;\n" ::: "memory");
     const int buffer = t % 2;  // (2)
     if (t > 0) mbarrier_wait(bars + 8 * buffer, ((t - 1) / 2) % 2);
+    trace.phase(0);
     // (3) B fragment words: two k of batch row groupID, k pairs threadID_in_group and + 4.
     const unsigned* column = reinterpret_cast<const unsigned*>(h_s + buffer * kClusterRows * h_row) +
                              group_id * (h_row / 2) + in_group;
@@ -133,6 +138,7 @@ __global__ void __launch_bounds__(kClusterThreads, 1)
     __syncthreads();  // the sums are complete, and every thread has waited on buffer t % 2:
     // armed again for h_{t+1}, which no block sends before it has this block's h_t (below).
     if (tid == 0 && t > 0) mbarrier_arm(bars + 8 * buffer, bytes);
+    trace.phase(1);
     asm volatile("cp.async.wait_group 0;\n" ::: "memory");  // this thread's input parts
     if (cell) {  // (4) the cell update, the slices added in a fixed order
       float gate[kGates];
@@ -154,6 +160,7 @@ __global__ void __launch_bounds__(kClusterThreads, 1)
       }
     }
     __syncthreads();  // h_t of the block's units complete in out_s
+    trace.phase(2);
     if (t + 1 < a.seq_len) {  // (5) 8 units of one row a message, to every owner (itself too)
       const int eights = (my_units + 7) / 8, per_owner = eights * rows, next = (t + 1) % 2;
       for (int m = tid; m < owners * per_owner; m += kClusterThreads) {
@@ -165,7 +172,9 @@ __global__ void __launch_bounds__(kClusterThreads, 1)
                        cluster_rank_shared(bars + 8 * next, owner));
       }
     }
+    trace.phase(3);
   }
+  trace.finish(a.trace);
   cluster_barrier();  // no block leaves while another may still send into its shared memory
 }
 

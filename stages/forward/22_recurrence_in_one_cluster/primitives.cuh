@@ -141,8 +141,9 @@ __device__ __forceinline__ void mbarrier_wait(unsigned bar, unsigned parity) {
         : "r"(bar), "r"(parity)
         : "memory");
     if (done) return;
-    if (polls == 0) started = global_time_ns();
-    if (polls % 1024 == 1023 && global_time_ns() - started > kMaxWaitNs) __trap();
+    if (polls == kSpinPolls) started = global_time_ns();  // not read on a step's usual wait
+    if (polls > kSpinPolls && polls % 1024 == 0 && global_time_ns() - started > kMaxWaitNs)
+      __trap();
   }
 }
 /// Every thread of every block of the cluster: what each wrote before (into any block's shared
