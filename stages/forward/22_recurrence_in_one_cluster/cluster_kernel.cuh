@@ -21,7 +21,8 @@ namespace lstm::LSTM_STAGE_NAMESPACE {  // stage_<series>_<NN_slug>, named by th
 /// group of a.group_batch <= kClusterRows rows, kClusterThreads threads a block (a.exchange is
 /// not used). Block rank r owns units r*J .. (J = a.units_per_block, a multiple of 8), thread
 /// (j, b) = (tid / 8, tid % 8) the cell of unit r*J + j and batch row b. A step t:
-///   (1) the input parts of the thread's cell: cp.async into shared memory;
+///   (1) the input parts of the thread's cell for step t + 1: cp.async into shared memory (step
+///       t's were copied a step ago);
 ///   (2) h_{t-1} of every unit is in buffer t % 2: h0 copied there before step 0, then sent by
 ///       its owners and counted by the buffer's mbarrier;
 ///   (3) warp w multiplies its (row tile, k slice) tiles w, w + 16, ..: partial sums in shared
@@ -31,7 +32,7 @@ namespace lstm::LSTM_STAGE_NAMESPACE {  // stage_<series>_<NN_slug>, named by th
 ///   (5) each 8 units' h_t of one batch row to every block's buffer (t + 1) % 2 with st.async.
 /// No block waits for a block of another cluster.
 /// Shared memory (plan.cpp, cluster_shared_bytes): w [k tile][row tile][lane] uint4 | h [2][8
-/// rows][K + 8] halves | sums [k slice][4J][8] | input parts [J * 8][4] | biases [4J] | h_t [8][J]
+/// rows][K + 8] halves | sums [k slice][4J][8] | input parts [2][J * 8][4] | biases [4J] | h_t [8][J]
 /// halves | two mbarriers.
 template <typename Element>
 __global__ void __launch_bounds__(kClusterThreads, 1)
@@ -58,7 +59,7 @@ __global__ void __launch_bounds__(kClusterThreads, 1)
   std::uint16_t* h_s = reinterpret_cast<std::uint16_t*>(w_s + k_tiles * row_tiles * kWarpSize);
   float* sums_s = reinterpret_cast<float*>(h_s + 2 * kClusterRows * h_row);
   float* input_s = sums_s + slices * rows_w * kClusterRows;
-  float* bias_s = input_s + rows_w * kClusterRows;
+  float* bias_s = input_s + 2 * rows_w * kClusterRows;
   std::uint16_t* out_s = reinterpret_cast<std::uint16_t*>(bias_s + rows_w);
   const unsigned bars = shared_address(out_s + kClusterRows * J);
 
@@ -99,15 +100,19 @@ __global__ void __launch_bounds__(kClusterThreads, 1)
   __shared__ long long trace_spent[kTraceSlots - 1];
   PhaseTrace trace(a.trace, trace_spent);  // --trace: wait, product, cell, sends
   const int steps = my_units > 0 ? a.seq_len : 0;  // a block without units only waits at the end
-  for (int t = 0; t < steps; ++t) {
-    trace.start_step();
-    if (cell) {  // (1)
+  const auto copy_input_parts = [&](int t) {  // into input_s[t % 2]: one commit group a step
+    if (cell && t < a.seq_len) {
       const float* in = a.input_part + (static_cast<std::size_t>(t) * a.batch + row) * kGates * H;
 #pragma unroll
       for (int q = 0; q < kGates; ++q)
-        copy_async_4(input_s + tid * kGates + q, in + q * H + unit);
+        copy_async_4(input_s + ((t % 2) * rows_w * kClusterRows + tid * kGates + q), in + q * H + unit);
     }
     asm volatile("cp.async.commit_group;\n" ::: "memory");
+  };
+  copy_input_parts(0);
+  for (int t = 0; t < steps; ++t) {
+    trace.start_step();
+    copy_input_parts(t + 1);  // (1) in flight for a whole step
     const int buffer = t % 2;  // (2)
     if (t > 0) mbarrier_wait(bars + 8 * buffer, ((t - 1) / 2) % 2);
     trace.phase(0);
@@ -139,12 +144,12 @@ __global__ void __launch_bounds__(kClusterThreads, 1)
     // armed again for h_{t+1}, which no block sends before it has this block's h_t (below).
     if (tid == 0 && t > 0) mbarrier_arm(bars + 8 * buffer, bytes);
     trace.phase(1);
-    asm volatile("cp.async.wait_group 0;\n" ::: "memory");  // this thread's input parts
+    asm volatile("cp.async.wait_group 1;\n" ::: "memory");  // step t's input parts, not t + 1's
     if (cell) {  // (4) the cell update, the slices added in a fixed order
       float gate[kGates];
 #pragma unroll
       for (int q = 0; q < kGates; ++q) {
-        gate[q] = input_s[tid * kGates + q] + bias_s[j * kGates + q];
+        gate[q] = input_s[(t % 2) * rows_w * kClusterRows + tid * kGates + q] + bias_s[j * kGates + q];
         for (int s = 0; s < slices; ++s)
           gate[q] += sums_s[(s * rows_w + j * kGates + q) * kClusterRows + b];
       }

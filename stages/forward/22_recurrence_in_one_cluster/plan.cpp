@@ -136,8 +136,8 @@ std::size_t cluster_shared_bytes(int hidden, int units, int k_slices) {
                              + 2 * kClusterRows * (k + 8)                       // h: two buffers
                              + static_cast<std::size_t>(kClusterRows) * units;  // h_t to send
   const std::size_t floats = k_slices * rows * kClusterRows                     // sums
-                             + rows * kClusterRows                              // input parts
-                             + rows;                                            // biases
+                             + 2 * rows * kClusterRows  // input parts, two steps
+                             + rows;                    // biases
   return halves * 2 + floats * sizeof(float) + 16;                              // two mbarriers
 }
 

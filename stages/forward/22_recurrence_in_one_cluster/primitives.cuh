@@ -128,14 +128,15 @@ __device__ __forceinline__ void store_async_16(unsigned remote, uint4 v, unsigne
       "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w), "r"(remote_bar)
       : "memory");
 }
-/// Waits until the phase of parity `parity` of the mbarrier `bar` is complete (acquire). Bytes
-/// never sent are a bug: the kernel traps after kMaxWaitNs instead of hanging.
+/// Waits until the phase of parity `parity` of the mbarrier `bar` is complete (acquire), polling
+/// with test_wait, which never suspends the thread (try_wait may, and wakes it late). Bytes never
+/// sent are a bug: the kernel traps after kMaxWaitNs instead of hanging.
 __device__ __forceinline__ void mbarrier_wait(unsigned bar, unsigned parity) {
   unsigned long long started = 0;
   for (int polls = 0;; ++polls) {
     unsigned done;
     asm volatile(
-        "{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, "
+        "{ .reg .pred p; mbarrier.test_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, "
         "p; }"
         : "=r"(done)
         : "r"(bar), "r"(parity)
