@@ -10,10 +10,10 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "harness/phase_trace.cuh"
 #include "kernel.cuh"  // SharedKernelArgs
 #include "plan.h"
 #include "primitives.cuh"
-#include "harness/phase_trace.cuh"
 
 namespace lstm::LSTM_STAGE_NAMESPACE {  // stage_<series>_<NN_slug>, named by the build
 
@@ -32,11 +32,10 @@ namespace lstm::LSTM_STAGE_NAMESPACE {  // stage_<series>_<NN_slug>, named by th
 ///   (5) each 8 units' h_t of one batch row to every block's buffer (t + 1) % 2 with st.async.
 /// No block waits for a block of another cluster.
 /// Shared memory (plan.cpp, cluster_shared_bytes): w [k tile][row tile][lane] uint4 | h [2][8
-/// rows][K + 8] halves | sums [k slice][4J][8] | input parts [2][J * 8][4] | biases [4J] | h_t [8][J]
-/// halves | two mbarriers.
+/// rows][K + 8] halves | sums [k slice][4J][8] | input parts [2][J * 8][4] | biases [4J] | h_t
+/// [8][J] halves | two mbarriers.
 template <typename Element>
-__global__ void __launch_bounds__(kClusterThreads, 1)
-    cluster_recurrence(const SharedKernelArgs a) {
+__global__ void __launch_bounds__(kClusterThreads, 1) cluster_recurrence(const SharedKernelArgs a) {
   extern __shared__ uint4 shared[];
   constexpr int kWarps = kClusterThreads / kWarpSize;
   const int H = a.hidden, J = a.units_per_block, K = (H + kMmaK - 1) / kMmaK * kMmaK;
@@ -98,27 +97,29 @@ __global__ void __launch_bounds__(kClusterThreads, 1)
   const std::size_t out = static_cast<std::size_t>(row) * H + unit;
   float c = cell ? a.c0[out] : 0.0f;
   __shared__ long long trace_spent[kTraceSlots - 1];
-  PhaseTrace trace(a.trace, trace_spent);  // --trace: wait, product, cell, sends
+  PhaseTrace trace(a.trace, trace_spent);          // --trace: wait, product, cell, sends
   const int steps = my_units > 0 ? a.seq_len : 0;  // a block without units only waits at the end
-  const auto copy_input_parts = [&](int t) {  // into input_s[t % 2]: one commit group a step
+  const auto copy_input_parts = [&](int t) {       // into input_s[t % 2]: one commit group a step
     if (cell && t < a.seq_len) {
       const float* in = a.input_part + (static_cast<std::size_t>(t) * a.batch + row) * kGates * H;
 #pragma unroll
       for (int q = 0; q < kGates; ++q)
-        copy_async_4(input_s + ((t % 2) * rows_w * kClusterRows + tid * kGates + q), in + q * H + unit);
+        copy_async_4(input_s + ((t % 2) * rows_w * kClusterRows + tid * kGates + q),
+                     in + q * H + unit);
     }
     asm volatile("cp.async.commit_group;\n" ::: "memory");
   };
   copy_input_parts(0);
   for (int t = 0; t < steps; ++t) {
     trace.start_step();
-    copy_input_parts(t + 1);  // (1) in flight for a whole step
+    copy_input_parts(t + 1);   // (1) in flight for a whole step
     const int buffer = t % 2;  // (2)
     if (t > 0) mbarrier_wait(bars + 8 * buffer, ((t - 1) / 2) % 2);
     trace.phase(0);
     // (3) B fragment words: two k of batch row groupID, k pairs threadID_in_group and + 4.
-    const unsigned* column = reinterpret_cast<const unsigned*>(h_s + buffer * kClusterRows * h_row) +
-                             group_id * (h_row / 2) + in_group;
+    const unsigned* column =
+        reinterpret_cast<const unsigned*>(h_s + buffer * kClusterRows * h_row) +
+        group_id * (h_row / 2) + in_group;
     for (int tile = warp; tile < row_tiles * slices; tile += kWarps) {
       const int row_tile = tile % row_tiles, slice = tile / row_tiles;
       const auto multiply = [&](float(&acc)[4], int kt) {
@@ -149,7 +150,8 @@ __global__ void __launch_bounds__(kClusterThreads, 1)
       float gate[kGates];
 #pragma unroll
       for (int q = 0; q < kGates; ++q) {
-        gate[q] = input_s[(t % 2) * rows_w * kClusterRows + tid * kGates + q] + bias_s[j * kGates + q];
+        gate[q] =
+            input_s[(t % 2) * rows_w * kClusterRows + tid * kGates + q] + bias_s[j * kGates + q];
         for (int s = 0; s < slices; ++s)
           gate[q] += sums_s[(s * rows_w + j * kGates + q) * kClusterRows + b];
       }
