@@ -8,13 +8,13 @@
  *      block sends its units' h_t to every block of the cluster (st.async, an mbarrier counts
  *      the bytes), so no block polls L2 for a published value.
  *   2. plan.cpp (plan_one_cluster): that plan wherever W_hh fits in 16 blocks (H up to about
- *      600 in 16 bits) and every group's cluster can be resident; stage 17's plan elsewhere,
- *      and wherever --plan pins one.
+ *      600 in 16 bits) and such a cluster can be resident (more groups run in waves); stage 17's
+ *      plan elsewhere, and wherever --plan pins one.
  *   3. Here: the cluster kernel's launch (clusters of 16, not cooperative: no cluster waits for
  *      another), without the exchange buffer's slot 0 and sentinels.
  *
  * The lesson, the mapping, the limits, the prediction and the measurement: README.md beside
- * this file. Host code here; the kernel in kernel.cuh.
+ * this file. Host code here; the kernels in kernel.cuh and cluster_kernel.cuh.
  */
 #include <cublas_v2.h>
 
@@ -117,7 +117,7 @@ class PersistentStage final : public Stage {
           << " is " << largest_hidden_that_fits(s, limits);
       return why.str();
     }
-    if (plan.one_cluster) return "";  // no cluster waits for another; the planner counted them
+    if (plan.one_cluster) return "";  // no cluster waits for another; one fits (the planner)
     if (!device.cooperativeLaunch) return "the device does not support cooperative launches";
     const void* kernel = kernel_for(plan, flags_.precision);
     return check_co_resident(kernel, "persistent", plan.threads, plan.shared_bytes, plan.blocks(),
