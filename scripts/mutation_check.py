@@ -562,6 +562,10 @@ MUTATIONS = [
     ("gpu", "training 35 sends the first column tile's sums for the second tile's rows too",
      "stages/training/35_sixteen_rows_a_cluster/cluster_backward_kernel.cuh",
      "const float* d = acc[n][c];", "const float* d = acc[n][0];", "gpu"),
+    # ---- training stage 36 (the backward's mbarrier waits polled by test_wait)
+    ("gpu", "training 36 waits for the other phase's parity, one that has already completed",
+     "stages/training/36_mbarrier_test_wait/primitives.cuh", ': "r"(bar), "r"(parity)',
+     ': "r"(bar), "r"(parity ^ 1u)', "gpu"),
     # ---- training stage 09 (the small-batch backward keeps W_hh's columns in registers)
     ("gpu", "training stage 09 loads the four gate rows of a row quad's weights from its first row",
      "stages/training/09_backward_registers/backward_registers.cuh",
