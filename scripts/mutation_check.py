@@ -569,16 +569,21 @@ MUTATIONS = [
     ("gpu", "training 36 waits for the other phase's parity, one that has already completed",
      "stages/training/36_mbarrier_test_wait/primitives.cuh", ': "r"(bar), "r"(parity)',
      ': "r"(bar), "r"(parity ^ 1u)', "gpu", r"same_outputs\.training_36_"),
-    # ---- training stage 37 (the bias gradient summed in the backward recurrence)
+    # ---- training stage 37 (the bias gradient summed in the backward recurrence): each runs
+    # the shapes through the kernel it breaks (planned in clusters of 16, pinned in pairs or
+    # alone), the row sum at B = 1, 20 and 4.
     ("gpu", "training 37's cluster kernel keeps only step 0's dz as a pair's bias gradient",
      "stages/training/37_bias_gradient_in_the_recurrence/cluster_backward_kernel.cuh",
-     "db[q] += d[q];", "db[q] = d[q];", "gpu"),
+     "db[q] += d[q];", "db[q] = d[q];", "gpu",
+     r"training_37_[a-z_]+\.Shapes/.*/(span_planned|one_cluster_planned|rows16_planned)"),
     ("gpu", "training 37's backward_persistent keeps only step 0's dz as a pair's bias gradient",
      "stages/training/37_bias_gradient_in_the_recurrence/backward_kernel.cuh",
-     "db[n][q] += d[q];", "db[n][q] = d[q];", "gpu"),
+     "db[n][q] += d[q];", "db[n][q] = d[q];", "gpu",
+     r"training_37_[a-z_]+\.Shapes/.*/(bwd_two_row_tiles_planned|bwd_cluster2_B1|fwd_slices_bwd_slices)"),
     ("gpu", "training 37 leaves the last batch row out of the bias gradient",
      "stages/training/37_bias_gradient_in_the_recurrence/stage.cu",
-     "for (int b = 0; b < batch; ++b)", "for (int b = 0; b < batch - 1; ++b)", "gpu"),
+     "for (int b = 0; b < batch; ++b)", "for (int b = 0; b < batch - 1; ++b)", "gpu",
+     r"training_37_[a-z_]+\.Shapes/.*/(B1|L4_H_gt_I_B20|span_planned_H1024_B4)_fp16"),
     # ---- training stage 09 (the small-batch backward keeps W_hh's columns in registers)
     ("gpu", "training stage 09 loads the four gate rows of a row quad's weights from its first row",
      "stages/training/09_backward_registers/backward_registers.cuh",
