@@ -584,6 +584,15 @@ MUTATIONS = [
      "stages/training/37_bias_gradient_in_the_recurrence/stage.cu",
      "for (int b = 0; b < batch; ++b)", "for (int b = 0; b < batch - 1; ++b)", "gpu",
      r"training_37_[a-z_]+\.Shapes/.*/(B1|L4_H_gt_I_B20|span_planned_H1024_B4)_fp16"),
+    # ---- training stage 38 (the weight gradients on a second stream, beside the recurrence)
+    ("gpu", "training 38 never joins the weight gradients' stream back into the backward's graph",
+     "stages/training/38_weight_gradients_beside_the_recurrence/stage.cu",
+     "    CUDA_CHECK(cudaStreamWaitEvent(stream, dz_free_[0]));\n  }", "  }", "gpu",
+     r"training_38_[a-z_]+\.Shapes/.*/(B1|L4_H_gt_I_B20|wave_L2)_fp16"),
+    ("gpu", "training 38's dW_hh reads the other dz buffer (the layer above's, or none)",
+     "stages/training/38_weight_gradients_beside_the_recurrence/stage.cu",
+     "operand_16_.data(), type_16, H, dz16,", "operand_16_.data(), type_16, H, dz_16_[(l + 1) % 2].data(),",
+     "gpu", r"training_38_[a-z_]+\.Shapes/.*/(B1|L4_H_gt_I_B20|wave_L2)_fp16"),
     # ---- training stage 09 (the small-batch backward keeps W_hh's columns in registers)
     ("gpu", "training stage 09 loads the four gate rows of a row quad's weights from its first row",
      "stages/training/09_backward_registers/backward_registers.cuh",

@@ -213,8 +213,7 @@ class PersistentTraining final : public TrainingStage {
       CUDA_CHECK(cudaFuncSetAttribute(backward_kernel_for(flags_.precision, plan_.backward),
                                       cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
     CUBLAS_CHECK(cublasCreate(&cublas_));
-    // cublasGemmEx with CUBLAS_COMPUTE_32F on 16-bit operands: FP32 sums, FP32 results; the
-    // bias gradient's GEMV in FP32 FMA, never TF32.
+    // cublasGemmEx with CUBLAS_COMPUTE_32F on 16-bit operands: FP32 sums, FP32 results.
     CUBLAS_CHECK(cublasSetMathMode(cublas_, CUBLAS_DEFAULT_MATH));
     // The graphs are recorded from capture_stream_, cuBLAS's stream for good, with a workspace of
     // its own (a graph must not allocate; setting a stream resets the workspace, so this order).
