@@ -244,8 +244,8 @@ class PersistentTraining final : public TrainingStage {
         CUDA_CHECK(cudaEventCreateWithFlags(event, cudaEventDisableTiming));
     }
     weights_workspace_.allocate(kCublasWorkspaceBytes);
-    CUBLAS_CHECK(cublasSetWorkspace(weights_cublas_, weights_workspace_.data(),
-                                    kCublasWorkspaceBytes));
+    CUBLAS_CHECK(
+        cublasSetWorkspace(weights_cublas_, weights_workspace_.data(), kCublasWorkspaceBytes));
     forward_graph_.destroy();  // recorded at the first pass, with its tensors
     backward_graph_.destroy();
     forward_graph_.tensors = backward_graph_.tensors = DeviceTensors{};
@@ -392,8 +392,8 @@ class PersistentTraining final : public TrainingStage {
 
       // The recurrence: one launch per slice of the batch. dz in 16 bits: one slot per step,
       // every value the sentinel until its owner publishes it.
-      CUDA_CHECK(cudaMemsetAsync(dz16, 0xFF,
-                                 s.seq_len * kGates * state * sizeof(std::uint16_t), stream));
+      CUDA_CHECK(
+          cudaMemsetAsync(dz16, 0xFF, s.seq_len * kGates * state * sizeof(std::uint16_t), stream));
       const int rows_per_slice = plan.batch_groups * plan.group_rows;
       for (int begin = 0; begin < B; begin += rows_per_slice) {
         BackwardArgs args{};
@@ -458,8 +458,8 @@ class PersistentTraining final : public TrainingStage {
                                 CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
       round_to_16_bits(kept.hidden.data(), operand_16_.data(), s.seq_len * state, flags_.precision,
                        weights_stream_);  // h_{-1} = h0 .. h_{T-2}: slots 0..T-1
-      CUBLAS_CHECK(cublasGemmEx(weights_cublas_, CUBLAS_OP_N, CUBLAS_OP_T, H, four_h, columns,
-                                &one, operand_16_.data(), type_16, H, dz16, type_16, four_h, &zero,
+      CUBLAS_CHECK(cublasGemmEx(weights_cublas_, CUBLAS_OP_N, CUBLAS_OP_T, H, four_h, columns, &one,
+                                operand_16_.data(), type_16, H, dz16, type_16, four_h, &zero,
                                 t.grad_w_hh[l], CUDA_R_32F, H, CUBLAS_COMPUTE_32F,
                                 CUBLAS_GEMM_DEFAULT));
       sum_bias_rows<<<ceil_div(four_h, kBiasThreads), kBiasThreads, 0, weights_stream_>>>(
@@ -723,7 +723,7 @@ class PersistentTraining final : public TrainingStage {
   cublasHandle_t cublas_ = nullptr;
   std::vector<Layer> layers_;
   DeviceBuffer<std::uint16_t> exchange_;  // (T + 1, G, H, Bp): the forward's published h
-  DeviceBuffer<float> db_rows_[2];  // (B, 4H): a layer's bias gradient by batch row; 2 layers
+  DeviceBuffer<float> db_rows_[2];        // (B, 4H): a layer's bias gradient by batch row; 2 layers
   DeviceBuffer<float> d_input_;  // (T, B, H): the gradient of an intermediate layer's output
   DeviceBuffer<std::uint16_t> w_ih_16_;     // every layer's W_ih (4H x I_l) in 16 bits
   DeviceBuffer<uint4> fragments_;           // every layer's W_hh as A fragments (kernel.cuh)
