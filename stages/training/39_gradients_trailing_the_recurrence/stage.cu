@@ -461,22 +461,22 @@ class PersistentTraining final : public TrainingStage {
         CUDA_CHECK(cudaEventRecord(dz_ready_, stream));
         CUDA_CHECK(cudaStreamWaitEvent(weights_stream_, dz_ready_));
         const int columns = (end - first) * B;
+        const std::size_t input_at = static_cast<std::size_t>(first) * B * input_size;
         const std::uint16_t* dz_piece = dz16 + kGates * at;
         const float* beta = p == plan.pieces - 1 ? &zero : &one;
         CUBLAS_CHECK(cublasGemmEx(weights_cublas_, CUBLAS_OP_N, CUBLAS_OP_N, input_size, columns,
                                   four_h, &one, w_ih_16(s, l), type_16, input_size, dz_piece,
-                                  type_16, four_h, &zero, d_input + first * B * input_size,
-                                  CUDA_R_32F, input_size, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+                                  type_16, four_h, &zero, d_input + input_at, CUDA_R_32F,
+                                  input_size, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
         if (p == 0) CUDA_CHECK(cudaEventRecord(input_ready_, weights_stream_));
         CUBLAS_CHECK(cublasGemmEx(weights_cublas_, CUBLAS_OP_N, CUBLAS_OP_T, input_size, four_h,
-                                  columns, &one, operand_16_.data() + first * B * input_size,
-                                  type_16, input_size, dz_piece, type_16, four_h, beta,
-                                  t.grad_w_ih[l], CUDA_R_32F, input_size, CUBLAS_COMPUTE_32F,
-                                  CUBLAS_GEMM_DEFAULT));
+                                  columns, &one, operand_16_.data() + input_at, type_16, input_size,
+                                  dz_piece, type_16, four_h, beta, t.grad_w_ih[l], CUDA_R_32F,
+                                  input_size, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
         CUBLAS_CHECK(cublasGemmEx(weights_cublas_, CUBLAS_OP_N, CUBLAS_OP_T, H, four_h, columns,
                                   &one, hidden_16_.data() + at, type_16, H, dz_piece, type_16,
-                                  four_h, beta, t.grad_w_hh[l], CUDA_R_32F, H,
-                                  CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+                                  four_h, beta, t.grad_w_hh[l], CUDA_R_32F, H, CUBLAS_COMPUTE_32F,
+                                  CUBLAS_GEMM_DEFAULT));
       }
       sum_bias_rows<<<ceil_div(four_h, kBiasThreads), kBiasThreads, 0, weights_stream_>>>(
           db_rows, plan.pieces * B, four_h, t.grad_b_ih[l], t.grad_b_hh[l]);
