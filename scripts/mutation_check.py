@@ -593,6 +593,22 @@ MUTATIONS = [
      "stages/training/38_weight_gradients_beside_the_recurrence/stage.cu",
      "operand_16_.data(), type_16, H, dz16,", "operand_16_.data(), type_16, H, dz_16_[(l + 1) % 2].data(),",
      "gpu", r"training_38_[a-z_]+\.Shapes/.*/(B1|L4_H_gt_I_B20|wave_L2)_fp16"),
+    # ---- training stage 40 (stage 38 or 15, by the shape): its rule (CPU tests in its GPU test
+    # binary) and its delegation.
+    ("cpu", "training 40's rule sends a step of exactly the threshold's work to stage 38",
+     "stages/training/40_algorithm_by_shape/algorithm.h", ">= kGemmsFromMacs ?", "> kGemmsFromMacs ?",
+     "gpu", r"training_40_algorithm_by_shape\.AlgorithmByShapeRule"),
+    ("cpu", "training 40's rule leaves the layers out of a step's work",
+     "stages/training/40_algorithm_by_shape/algorithm.h", "* s.batch * s.layers;", "* s.batch;",
+     "gpu", r"training_40_algorithm_by_shape\.AlgorithmByShapeRule"),
+    ("gpu", "training 40 makes stage 38 in FP16 for its BF16 stage",
+     "stages/training/40_algorithm_by_shape/stage.cu",
+     "(bf16 ? persistent::make_bf16() : persistent::make())", "persistent::make()", "gpu",
+     r"training_40_algorithm_by_shape\.AlgorithmByShapeDelegation"),
+    ("gpu", "training 40 runs stage 38 wherever the shape asks for it, also where it does not fit",
+     "stages/training/40_algorithm_by_shape/stage.cu", "    if (by_shape == Algorithm::kPersistent &&",
+     "    if (false && by_shape == Algorithm::kPersistent &&", "gpu",
+     r"training_40_algorithm_by_shape\.AlgorithmByShapeLimits"),
     # ---- training stage 09 (the small-batch backward keeps W_hh's columns in registers)
     ("gpu", "training stage 09 loads the four gate rows of a row quad's weights from its first row",
      "stages/training/09_backward_registers/backward_registers.cuh",

@@ -1,0 +1,163 @@
+/*! \file
+ *  \brief Training stage 40: training stage 38 or training stage 15, whichever design suits the
+ *         shape.
+ *
+ * No kernels of its own: the stage holds training stage 38 (the recurrences in persistent kernels,
+ * W_hh on chip) and training stage 15 (one tensor-core GEMM per step, the layers as a wavefront),
+ * asks algorithm.h which of them suits the problem's shape, and hands every call of the pass to
+ * that one. Stage 38 where a step is small and its weights fit on chip; stage 15 from a step's
+ * work of kGemmsFromMacs multiply-adds on, or where stage 38 does not fit.
+ *
+ * The lesson, the prediction and the measurement: README.md beside this file.
+ */
+#include <cuda_runtime.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <iostream>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <utility>
+
+#include "algorithm.h"
+#include "core/kind_and_precision.h"
+#include "harness/cuda_utils.h"
+#include "harness/stage.h"
+
+// The two stages it runs; their libraries are linked into this one (CMakeLists.txt).
+namespace lstm::stage_training_15_tensor_core_gemms {
+std::unique_ptr<Stage> make();
+std::unique_ptr<Stage> make_bf16();
+}  // namespace lstm::stage_training_15_tensor_core_gemms
+namespace lstm::stage_training_38_weight_gradients_beside_the_recurrence {
+std::unique_ptr<Stage> make();
+std::unique_ptr<Stage> make_bf16();
+}  // namespace lstm::stage_training_38_weight_gradients_beside_the_recurrence
+
+namespace lstm::LSTM_STAGE_NAMESPACE {  // stage_<series>_<NN_slug>, named by the build
+namespace {
+
+namespace gemms = stage_training_15_tensor_core_gemms;
+namespace persistent = stage_training_38_weight_gradients_beside_the_recurrence;
+
+class AlgorithmByShape final : public TrainingStage {
+ public:
+  explicit AlgorithmByShape(std::string precision_name)
+      : precision_name_(std::move(precision_name)) {}
+
+  Precision precision() const override {
+    return precision_name_ == "bf16" ? Precision::kBf16 : Precision::kFp16;
+  }
+
+  /// The project's bounds for the precision (core/kind_and_precision.h), both stages' bounds.
+  Tolerance tolerance(const std::string& tensor) const override {
+    return reduced_precision_tolerance(precision(), tensor);
+  }
+
+  void add_flags(CLI::App& app) override {
+    app.add_option("--algorithm", algorithm_name_,
+                   "which stage runs the pass: auto (by the shape, README.md), persistent "
+                   "(training stage 38) or gemms (training stage 15) [default: auto]")
+        ->check(CLI::IsMember({"auto", "persistent", "gemms"}));
+    app.add_option("--precision", precision_name_,
+                   "the 16-bit type of both stages' tensor-core operands (FP32 sums)")
+        ->check(CLI::IsMember({"fp16", "bf16"}));
+    app.add_flag("--verbose", verbose_, "print which stage runs the pass, and why");
+  }
+
+  std::string unsupported_reason(const ProblemSize& s,
+                                 const cudaDeviceProp& device) const override {
+    return stage(choose(s, device)).unsupported_reason(s, device);
+  }
+
+  std::size_t workspace_bytes(const ProblemSize& s) const override {
+    return stage(choose(s, current_device())).workspace_bytes(s);
+  }
+
+  void prepare(const DeviceTensors& t) override {
+    const Algorithm algorithm = choose(t.size, current_device());
+    if (verbose_)
+      std::printf(
+          "algorithm: %s (%s); a step's recurrent products: %.3g multiply-adds, per-step "
+          "GEMMs from %.3g\n",
+          algorithm_name(algorithm),
+          algorithm_name_ != "auto"            ? "--algorithm"
+          : algorithm == algorithm_for(t.size) ? "by the shape"
+                                               : "stage 38 does not fit",
+          wavefront_step_macs(t.size), kGemmsFromMacs);
+    active_ = &stage(algorithm);
+    // A caller that waits on a layer's gradients (data-parallel training) hears it from the
+    // stage that computes them.
+    active_->set_gradients_ready_hook(
+        [this](int layer, cudaStream_t stream) { gradients_ready(layer, stream); });
+    active_->prepare(t);
+  }
+
+  void forward(const DeviceTensors& t, cudaStream_t stream) override {
+    active_->forward(t, stream);
+  }
+
+  void backward(const DeviceTensors& t, cudaStream_t stream) override {
+    active_->backward(t, stream);
+  }
+
+ private:
+  /// --algorithm where it pins one; else the shape's (algorithm.h), except that where stage 38's
+  /// plan does not fit on `device` stage 15 runs (it keeps no weights on chip).
+  Algorithm choose(const ProblemSize& s, const cudaDeviceProp& device) const {
+    if (algorithm_name_ != "auto")
+      return algorithm_name_ == "persistent" ? Algorithm::kPersistent : Algorithm::kGemms;
+    const Algorithm by_shape = algorithm_for(s);
+    if (by_shape == Algorithm::kPersistent &&
+        !stage(Algorithm::kPersistent).unsupported_reason(s, device).empty())
+      return Algorithm::kGemms;
+    return by_shape;
+  }
+
+  /// The stage of `algorithm` in this stage's precision, made when first asked for (after the
+  /// flags are parsed, so in the precision they ask for). Neither gets flags of its own: their
+  /// planners choose.
+  TrainingStage& stage(Algorithm algorithm) const {
+    std::unique_ptr<TrainingStage>& made =
+        algorithm == Algorithm::kPersistent ? persistent_ : gemms_;
+    if (!made) {
+      const bool bf16 = precision() == Precision::kBf16;
+      std::unique_ptr<Stage> fresh = algorithm == Algorithm::kPersistent
+                                         ? (bf16 ? persistent::make_bf16() : persistent::make())
+                                         : (bf16 ? gemms::make_bf16() : gemms::make());
+      if (fresh->kind() != StageKind::kTraining)
+        throw std::logic_error("training stage 40: a stage it runs is not a training stage");
+      made.reset(static_cast<TrainingStage*>(fresh.release()));
+    }
+    return *made;
+  }
+
+  static cudaDeviceProp current_device() {
+    int device = 0;
+    CUDA_CHECK(cudaGetDevice(&device));
+    cudaDeviceProp prop{};
+    CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
+    return prop;
+  }
+
+  std::string algorithm_name_ = "auto";                        // --algorithm
+  std::string precision_name_;                                 // --precision: fp16 or bf16
+  bool verbose_ = false;                                       // --verbose
+  mutable std::unique_ptr<TrainingStage> persistent_, gemms_;  // made by stage()
+  TrainingStage* active_ = nullptr;  // the one prepare() chose: runs forward() and backward()
+};
+
+}  // namespace
+
+/// The FP16 stage (the executable's default; --precision bf16 switches it).
+std::unique_ptr<Stage> make() {
+  return std::make_unique<AlgorithmByShape>("fp16");
+}
+
+/// The BF16 stage: the registry entry training/40_algorithm_by_shape_bf16.
+std::unique_ptr<Stage> make_bf16() {
+  return std::make_unique<AlgorithmByShape>("bf16");
+}
+
+}  // namespace lstm::LSTM_STAGE_NAMESPACE

@@ -1,0 +1,225 @@
+// Training stage 40 (training/40_algorithm_by_shape: training stage 38 or 15, by the shape).
+// Without a GPU: the rule puts every standard configuration where the measurement put it and
+// switches at its threshold; the flags. On the GPU, in FP16 and BF16: with --algorithm pinned to
+// either stage and left to the rule, every output and gradient against the FP64 reference and
+// repeated bit for bit; the outputs are those of the stage the rule names, bit for bit (stage 38
+// at a small step, stage 15 at a large one); a pinned stage 38 that does not fit is refused with
+// its reason, where the rule runs stage 15; a caller's gradients-ready hook hears every layer.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "algorithm.h"
+#include "core/quantize.h"
+#include "gpu_test_support.h"
+#include "harness/checked_run.h"
+#include "harness/stage_main.h"
+
+namespace lstm::stage_training_15_tensor_core_gemms {
+std::unique_ptr<Stage> make();
+std::unique_ptr<Stage> make_bf16();
+}  // namespace lstm::stage_training_15_tensor_core_gemms
+namespace lstm::stage_training_38_weight_gradients_beside_the_recurrence {
+std::unique_ptr<Stage> make();
+std::unique_ptr<Stage> make_bf16();
+}  // namespace lstm::stage_training_38_weight_gradients_beside_the_recurrence
+
+namespace lstm::LSTM_STAGE_NAMESPACE {
+std::unique_ptr<Stage> make();
+std::unique_ptr<Stage> make_bf16();
+
+namespace {
+
+namespace gemms = stage_training_15_tensor_core_gemms;
+namespace persistent = stage_training_38_weight_gradients_beside_the_recurrence;
+
+// ---- The rule (no GPU needed)
+
+struct Expected {
+  ProblemSize size;  // {H, I, B, T, L}
+  Algorithm algorithm;
+};
+
+// The standard configurations and the stage that was faster there (README.md, "Measured":
+// stage 15 and 38 in one run), except H = 512, B = 128 (stage 15 by 8%; the rule keeps 38).
+TEST(AlgorithmByShapeRule, EveryStandardConfigurationGoesToTheFasterStage) {
+  const Algorithm p = Algorithm::kPersistent, g = Algorithm::kGemms;
+  const std::vector<Expected> expected = {
+      {{512, 512, 1, 100, 1}, p},    {{512, 512, 64, 100, 1}, p},   {{512, 512, 128, 100, 1}, p},
+      {{512, 512, 256, 100, 1}, g},  {{1024, 1024, 1, 100, 1}, p},  {{1024, 1024, 16, 100, 1}, p},
+      {{1024, 1024, 32, 100, 1}, p}, {{1024, 1024, 64, 100, 1}, g}, {{1024, 1024, 256, 100, 1}, g},
+      {{256, 256, 64, 100, 4}, p},   {{512, 512, 64, 100, 4}, g},   {{1024, 1024, 64, 100, 4}, g},
+      {{2048, 2048, 64, 100, 4}, g}, {{768, 768, 16, 1024, 1}, p},
+  };
+  for (const Expected& e : expected)
+    EXPECT_EQ(algorithm_for(e.size), e.algorithm)
+        << e.size.describe() << ": " << wavefront_step_macs(e.size) << " multiply-adds a step";
+}
+
+TEST(AlgorithmByShapeRule, SwitchesAtTheThreshold) {
+  // 4 H^2 B L: H = 1000, L = 1, B = 50 gives exactly 2e8.
+  EXPECT_EQ(wavefront_step_macs(ProblemSize{1000, 1000, 50, 10, 1}), kGemmsFromMacs);
+  EXPECT_EQ(algorithm_for(ProblemSize{1000, 1000, 50, 10, 1}), Algorithm::kGemms);
+  EXPECT_EQ(algorithm_for(ProblemSize{1000, 1000, 49, 10, 1}), Algorithm::kPersistent);
+  // The layers count: the same step at L = 2 is twice the work (stage 15 runs them at once).
+  EXPECT_EQ(algorithm_for(ProblemSize{1000, 1000, 25, 10, 1}), Algorithm::kPersistent);
+  EXPECT_EQ(algorithm_for(ProblemSize{1000, 1000, 25, 10, 2}), Algorithm::kGemms);
+  // T and I do not.
+  EXPECT_EQ(algorithm_for(ProblemSize{1000, 10, 49, 5000, 1}), Algorithm::kPersistent);
+}
+
+TEST(AlgorithmByShapeFlags, AlgorithmAndPrecision) {  // no GPU needed
+  std::unique_ptr<Stage> stage = make();
+  EXPECT_EQ(stage->precision(), Precision::kFp16);
+  EXPECT_EQ(stage->kind(), StageKind::kTraining);
+  apply_stage_flags(*stage, {"--precision", "bf16", "--algorithm", "gemms"});
+  EXPECT_EQ(stage->precision(), Precision::kBf16);
+  EXPECT_EQ(make_bf16()->precision(), Precision::kBf16);
+  for (const char* bad : {"fastest", "", "GEMMS"})
+    EXPECT_THROW(apply_stage_flags(*make(), {"--algorithm", bad}), std::invalid_argument) << bad;
+}
+
+// ---- On the GPU
+
+const char* kPrecisions[] = {"fp16", "bf16"};
+
+std::unique_ptr<Stage> make_stage(const std::string& precision,
+                                  const std::vector<std::string>& flags) {
+  std::unique_ptr<Stage> stage = precision == "bf16" ? make_bf16() : make();
+  if (!flags.empty()) apply_stage_flags(*stage, flags);
+  return stage;
+}
+
+struct Problem {
+  LstmParams params;
+  UpstreamGradients upstream;
+};
+
+Problem problem_for(const ProblemSize& size, Precision precision) {
+  Problem p{generate_params(size, 21), generate_upstream(size, 22)};
+  quantize_problem(precision, p.params, &p.upstream);  // as run_stages does
+  return p;
+}
+
+struct Case {
+  const char* label;
+  ProblemSize size;
+  const char* algorithm;  // --algorithm
+};
+
+// Odd shapes through either stage; "auto" at a small step (stage 38) and at a large one (stage
+// 15: 4 x 256^2 x 256 x 4 = 2.7e8 multiply-adds).
+const std::vector<Case>& cases() {
+  static const std::vector<Case> list = {
+      {"persistent_odd_H_I_L3", ProblemSize{37, 19, 3, 7, 3}, "persistent"},
+      {"persistent_B1_T1", ProblemSize{64, 64, 1, 1, 2}, "persistent"},
+      {"gemms_odd_H_I_L3", ProblemSize{37, 19, 3, 7, 3}, "gemms"},
+      {"gemms_I_gt_H_B1", ProblemSize{45, 100, 1, 5, 2}, "gemms"},
+      {"auto_small_step", ProblemSize{48, 20, 5, 6, 2}, "auto"},
+      {"auto_large_step", ProblemSize{256, 64, 256, 3, 4}, "auto"},
+  };
+  return list;
+}
+
+class AlgorithmByShape : public ::testing::TestWithParam<std::tuple<std::size_t, int>> {};
+
+TEST_P(AlgorithmByShape, MatchesTheReferenceAndRepeats) {
+  SKIP_WITHOUT_GPU();
+  const Case& c = cases()[std::get<0>(GetParam())];
+  const std::string precision = kPrecisions[std::get<1>(GetParam())];
+  std::unique_ptr<Stage> stage = make_stage(precision, {"--algorithm", c.algorithm});
+  const Problem p = problem_for(c.size, stage->precision());
+  const std::string name = std::string("training/40 ") + precision + " " + c.label;
+  const auto outputs = testing::run_twice(*stage, p.params, name, &p.upstream);
+  ASSERT_FALSE(outputs.empty());
+  const CheckReport report =
+      testing::check_against_reference(*stage, p.params, outputs, &p.upstream);
+  EXPECT_TRUE(report.passed()) << name << " " << c.size.describe() << "\n" << report.describe();
+  EXPECT_TRUE(report.not_checked.empty()) << report.describe();
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, AlgorithmByShape,
+                         ::testing::Combine(::testing::Range<std::size_t>(0, cases().size()),
+                                            ::testing::Range(0, 2)),
+                         [](const ::testing::TestParamInfo<AlgorithmByShape::ParamType>& info) {
+                           return std::string(cases()[std::get<0>(info.param)].label) + "_" +
+                                  kPrecisions[std::get<1>(info.param)];
+                         });
+
+/// The outputs of one checked pass of `stage` on `p`.
+std::vector<OutputTensor> one_pass(Stage& stage, const Problem& p) {
+  DeviceProblem problem(p.params, &p.upstream);
+  const std::string refused = prepare_stage(stage, problem);
+  EXPECT_EQ(refused, "");
+  if (!refused.empty()) return {};
+  cudaStream_t stream;
+  CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  std::vector<OutputTensor> outputs = run_for_check(stage, problem, stream);
+  CUDA_CHECK(cudaStreamDestroy(stream));
+  return outputs;
+}
+
+// With the rule choosing, the outputs are those of the stage it names, bit for bit.
+TEST(AlgorithmByShapeDelegation, TheRulesStageComputesEveryOutput) {
+  SKIP_WITHOUT_GPU();
+  for (const char* precision : kPrecisions) {
+    const bool bf16 = std::string(precision) == "bf16";
+    for (const ProblemSize& size :
+         {ProblemSize{48, 20, 5, 6, 2}, ProblemSize{256, 64, 256, 3, 4}}) {
+      const bool by_gemms = algorithm_for(size) == Algorithm::kGemms;
+      std::unique_ptr<Stage> chosen = make_stage(precision, {});
+      std::unique_ptr<Stage> expected = by_gemms
+                                            ? (bf16 ? gemms::make_bf16() : gemms::make())
+                                            : (bf16 ? persistent::make_bf16() : persistent::make());
+      const Problem p = problem_for(size, chosen->precision());
+      const std::vector<OutputTensor> got = one_pass(*chosen, p), want = one_pass(*expected, p);
+      ASSERT_EQ(got.size(), want.size());
+      for (std::size_t i = 0; i < got.size(); ++i) {
+        ASSERT_EQ(got[i].values.size(), want[i].values.size()) << got[i].name;
+        EXPECT_EQ(0, std::memcmp(got[i].values.data(), want[i].values.data(),
+                                 got[i].values.size() * sizeof(float)))
+            << precision << " " << size.describe() << ": " << got[i].name << " is not stage "
+            << (by_gemms ? "15" : "38") << "'s";
+      }
+    }
+  }
+}
+
+// H = 3000 does not fit stage 38's plan on chip (its W_hh alone is 72 MB in 16 bits), though its
+// step is small: pinned, stage 38 is refused with its reason; left to the rule, stage 15 runs it.
+TEST(AlgorithmByShapeLimits, StageFifteenWhereStageThirtyEightDoesNotFit) {
+  SKIP_WITHOUT_GPU();
+  cudaDeviceProp prop{};
+  CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+  const ProblemSize size{3000, 3000, 2, 10, 1};
+  ASSERT_EQ(algorithm_for(size), Algorithm::kPersistent);  // by the shape alone
+  const std::string pinned =
+      make_stage("fp16", {"--algorithm", "persistent"})->unsupported_reason(size, prop);
+  EXPECT_NE(pinned.find("do not fit on chip"), std::string::npos) << pinned;
+  EXPECT_EQ(make_stage("fp16", {})->unsupported_reason(size, prop), "");
+}
+
+// Data-parallel training waits on a layer's gradients through the hook (stage.h): stage 38 calls
+// it once a layer, and a caller of this stage must hear it.
+TEST(AlgorithmByShapeHook, TheCallersHookHearsEveryLayer) {
+  SKIP_WITHOUT_GPU();
+  const ProblemSize size{40, 24, 3, 5, 3};
+  std::unique_ptr<Stage> stage = make_stage("fp16", {"--algorithm", "persistent"});
+  auto& training = static_cast<TrainingStage&>(*stage);
+  std::vector<int> layers;
+  training.set_gradients_ready_hook([&](int layer, cudaStream_t) { layers.push_back(layer); });
+  one_pass(*stage, problem_for(size, stage->precision()));
+  std::vector<int> every(size.layers);
+  for (int l = 0; l < size.layers; ++l)
+    every[l] = l;
+  std::sort(layers.begin(), layers.end());
+  EXPECT_EQ(layers, every);
+}
+
+}  // namespace
+}  // namespace lstm::LSTM_STAGE_NAMESPACE
