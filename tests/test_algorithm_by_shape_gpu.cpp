@@ -3,8 +3,9 @@
 // switches at its threshold; the flags. On the GPU, in FP16 and BF16: with --algorithm pinned to
 // either stage and left to the rule, every output and gradient against the FP64 reference and
 // repeated bit for bit; the outputs are those of the stage the rule names, bit for bit (stage 38
-// at a small step, stage 15 at a large one); a pinned stage 38 that does not fit is refused with
-// its reason, where the rule runs stage 15; a caller's gradients-ready hook hears every layer.
+// at a small step, stage 15 at a large one); one stage object runs a shape of each in turn; a
+// pinned stage 38 that does not fit is refused with its reason, where the rule runs stage 15; a
+// caller's gradients-ready hook hears every layer.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -187,6 +188,22 @@ TEST(AlgorithmByShapeDelegation, TheRulesStageComputesEveryOutput) {
             << (by_gemms ? "15" : "38") << "'s";
       }
     }
+  }
+}
+
+// One stage object prepared for a shape of each stage in turn (the first stage's memory freed
+// when the second is prepared): each pass against the reference.
+TEST(AlgorithmByShapeDelegation, OneStageRunsAShapeOfEachInTurn) {
+  SKIP_WITHOUT_GPU();
+  std::unique_ptr<Stage> stage = make_stage("fp16", {});
+  for (const ProblemSize& size : {ProblemSize{48, 20, 5, 6, 2}, ProblemSize{256, 64, 256, 3, 4},
+                                  ProblemSize{40, 24, 3, 5, 1}}) {
+    const Problem p = problem_for(size, stage->precision());
+    const std::vector<OutputTensor> outputs = one_pass(*stage, p);
+    ASSERT_FALSE(outputs.empty()) << size.describe();
+    const CheckReport report =
+        testing::check_against_reference(*stage, p.params, outputs, &p.upstream);
+    EXPECT_TRUE(report.passed()) << size.describe() << "\n" << report.describe();
   }
 }
 

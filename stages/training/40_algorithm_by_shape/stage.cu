@@ -87,6 +87,8 @@ class AlgorithmByShape final : public TrainingStage {
                                                : "stage 38 does not fit",
           wavefront_step_macs(t.size), kGemmsFromMacs);
     active_ = &stage(algorithm);
+    // The other stage's device memory goes (an earlier shape may have prepared it).
+    (algorithm == Algorithm::kPersistent ? gemms_ : persistent_).reset();
     // A caller that waits on a layer's gradients (data-parallel training) hears it from the
     // stage that computes them.
     active_->set_gradients_ready_hook(
