@@ -20,24 +20,13 @@
 #include "gpu_test_support.h"
 #include "harness/checked_run.h"
 #include "harness/stage_main.h"
-
-namespace lstm::stage_training_15_tensor_core_gemms {
-std::unique_ptr<Stage> make();
-std::unique_ptr<Stage> make_bf16();
-}  // namespace lstm::stage_training_15_tensor_core_gemms
-namespace lstm::stage_training_38_weight_gradients_beside_the_recurrence {
-std::unique_ptr<Stage> make();
-std::unique_ptr<Stage> make_bf16();
-}  // namespace lstm::stage_training_38_weight_gradients_beside_the_recurrence
+#include "stages_it_runs.h"
 
 namespace lstm::LSTM_STAGE_NAMESPACE {
 std::unique_ptr<Stage> make();
 std::unique_ptr<Stage> make_bf16();
 
 namespace {
-
-namespace gemms = stage_training_15_tensor_core_gemms;
-namespace persistent = stage_training_38_weight_gradients_beside_the_recurrence;
 
 // ---- The rule (no GPU needed)
 

@@ -24,22 +24,10 @@
 #include "core/kind_and_precision.h"
 #include "harness/cuda_utils.h"
 #include "harness/stage.h"
-
-// The two stages it runs; their libraries are linked into this one (CMakeLists.txt).
-namespace lstm::stage_training_15_tensor_core_gemms {
-std::unique_ptr<Stage> make();
-std::unique_ptr<Stage> make_bf16();
-}  // namespace lstm::stage_training_15_tensor_core_gemms
-namespace lstm::stage_training_38_weight_gradients_beside_the_recurrence {
-std::unique_ptr<Stage> make();
-std::unique_ptr<Stage> make_bf16();
-}  // namespace lstm::stage_training_38_weight_gradients_beside_the_recurrence
+#include "stages_it_runs.h"
 
 namespace lstm::LSTM_STAGE_NAMESPACE {  // stage_<series>_<NN_slug>, named by the build
 namespace {
-
-namespace gemms = stage_training_15_tensor_core_gemms;
-namespace persistent = stage_training_38_weight_gradients_beside_the_recurrence;
 
 class AlgorithmByShape final : public TrainingStage {
  public:
