@@ -212,6 +212,26 @@ MUTATIONS = [
     ("gpu", "forward 22 adds only the first k slice's partial sums into the gates",
      "stages/forward/22_recurrence_in_one_cluster/cluster_kernel.cuh",
      "for (int s = 0; s < slices; ++s)", "for (int s = 0; s < 1; ++s)", "gpu"),
+    # ---- issue 24: forward 23_weights_in_registers, W_hh's fragments held in registers
+    # (the tests that catch it: its held_* and chunk cases and TensorCoresHeldWeights.*,
+    # tests/test_tensor_cores_gpu.cpp).
+    ("gpu", "forward 23 loads every warp the first k slice's tiles instead of its own",
+     "stages/forward/23_weights_in_registers/kernel.cuh",
+     "((last_first + i) * row_tiles + row_tile) * kWarpSize + lane;",
+     "(i * row_tiles + row_tile) * kWarpSize + lane;", "gpu"),
+    ("gpu", "forward 23 holds one tile past a warp's share (the next slice's first) instead of zeros",
+     "stages/forward/23_weights_in_registers/kernel.cuh",
+     "held && computes && i < last_count ?", "held && computes && i <= last_count ?", "gpu"),
+    ("gpu", "forward 23's planner holds W where a step stages h in several chunks",
+     "stages/forward/23_weights_in_registers/plan.cpp",
+     "plan.threads <= kHeldThreads && plan.chunks == 1 &&", "plan.threads <= kHeldThreads &&",
+     "gpu"),
+    ("gpu", "forward 23's planner rounds a warp's share of 17 to 32 k tiles down to 16",
+     "stages/forward/23_weights_in_registers/plan.cpp",
+     "share <= 16 ? 16 : kHeldTiles;", "share <= 32 ? 16 : kHeldTiles;", "gpu"),
+    ("cpu", "forward 23's planner keeps W's shared memory in a plan that holds W in registers",
+     "stages/forward/23_weights_in_registers/plan.cpp",
+     "(p.held_tiles > 0 ? 0 : mma_rows", "(p.held_tiles > 0 ? mma_rows : mma_rows", "gpu"),
     # ---- issue 23: training 25_graphs_of_a_pass, the pass as two CUDA graphs
     # (the test that catches it: Tensors.APassWithOtherTensorsThanPreparedUsesThem).
     ("gpu", "training 25 records its forward graph once, never again for other tensors",

@@ -14,7 +14,9 @@
 // forward/19_tensor_core_layers_in_one_launch) adds wave_* cases with --layers-per-launch pinned:
 // L = 2, 3, 4 and 5 (two launches) in one launch, odd H, B and I, batch groups, several chunks
 // of K = 2H, batch slices; a refused --layers-per-launch names the most that fit; and its
-// planner's choices at the H100's limits (run on the CPU too).
+// planner's choices at the H100's limits (run on the CPU too). One that holds W in registers
+// (LSTM_TC_HAS_HELD_WEIGHTS, forward/23_weights_in_registers) adds held_* cases at H ~ 1000 and
+// checks which plans hold it (on the CPU too); the cases above run it in chunks and wavefronts.
 #include <gtest/gtest.h>
 
 #include <iostream>
@@ -76,6 +78,10 @@ const std::vector<Case>& cases() {
       {"wave_L3_slices", ProblemSize{70, 30, 40, 4, 3}, "16,256,1,16", "3"},
       {"wave_L5_two_launches", ProblemSize{96, 40, 20, 6, 5}, "", "3"},
       {"wave_L2_one_launch_per_layer", ProblemSize{96, 40, 20, 6, 2}, "", "1"},
+#endif
+#if LSTM_TC_HAS_HELD_WEIGHTS  // W in registers at H ~ 1000: 32 k tiles a warp; 15-16 of 16
+      {"held_H1024_B16_32_tiles", ProblemSize{1024, 64, 16, 3, 1}, "8,256,2,0"},
+      {"held_H1000_B8_zero_tiles", ProblemSize{1000, 64, 8, 3, 1}, "8,256,1,0"},
 #endif
 #if LSTM_TC_HAS_ONE_CLUSTER  // the planner's choice (the cases above without --plan run it too)
       {"cluster_H512_B8_sixteen_owners", ProblemSize{512, 512, 8, 6, 1}, ""},
@@ -216,7 +222,13 @@ TEST(TensorCoresWavefront, TheSplitIsChosenByItsEstimatedCost) {
     std::cout << "[ PLAN ] H=" << hidden << " B=" << batch << ":" << network.describe() << "\n";
     return std::make_pair(static_cast<int>(network.launches.size()), network.layers_per_launch());
   };
+#if LSTM_TC_HAS_HELD_WEIGHTS
+  // W in registers (forward 23; H200, results/h200/harness_runs.jsonl, session 56, call 2): at the
+  // canonical config one launch a layer, 1.250 ms, against 1.339 for two launches of two.
+  EXPECT_EQ(layers_per_launch(512, 64), std::make_pair(4, 1));
+#else
   EXPECT_EQ(layers_per_launch(512, 64), std::make_pair(2, 2));
+#endif
   EXPECT_EQ(layers_per_launch(256, 64), std::make_pair(1, 4));
   EXPECT_EQ(layers_per_launch(1024, 64), std::make_pair(4, 1));
 }
@@ -262,6 +274,30 @@ TEST(TensorCoresWavefront, TooManyLayersPerLaunchAreRefusedBeforeLaunch) {
     std::cout << "[ REFUSED ] " << precision << " H=1024 L=4 in one launch: " << why << "\n";
   }
 }
+#if LSTM_TC_HAS_HELD_WEIGHTS
+// Which plans hold W's fragments in registers, at the H100's limits (host code).
+TEST(TensorCoresHeldWeights, AWarpHoldsItsShareOfOneChunkUpTo32KTilesInBlocksOfAtMost256) {
+  const auto plan = [](const ProblemSize& size, const std::string& pinned) {
+    const Plan p = make_plan(size, h100_limits(), parse_plan_request(pinned));
+    EXPECT_TRUE(p.fits) << p.why;
+    std::cout << "[ PLAN ] " << size.describe() << " --plan " << pinned << ": " << p.describe()
+              << "\n";
+    return p;
+  };
+  const Plan held = plan(ProblemSize{1024, 64, 16, 3, 1}, "8,256,2,0");
+  EXPECT_EQ(held.held_tiles, 32);  // 64 k tiles in two slices
+  EXPECT_EQ(held.chunks, 1);
+  Plan in_shared = held;
+  in_shared.held_tiles = 0;  // the same plan with W in shared memory: its 64 rows x 1024
+  EXPECT_EQ(shared_bytes_for(in_shared, 1024) - held.shared_bytes, 64u * 1024 * 2)
+      << held.describe() << ": " << held.shared_bytes << " bytes";
+  EXPECT_EQ(plan(ProblemSize{1000, 64, 8, 3, 1}, "8,256,1,0").held_tiles, 16) << "63 in 4 slices";
+  EXPECT_EQ(plan(ProblemSize{1032, 64, 4, 3, 1}, "8,256,2,0").held_tiles, 0) << "33 a warp";
+  EXPECT_EQ(plan(ProblemSize{1000, 64, 32, 3, 1}, "16,256,2,0").held_tiles, 0) << "two chunks";
+  EXPECT_EQ(plan(ProblemSize{1024, 64, 16, 3, 1}, "8,512,2,0").held_tiles, 0)
+      << "512 threads: 128 registers a thread";
+}
+#endif  // LSTM_TC_HAS_HELD_WEIGHTS
 #endif  // LSTM_TC_HAS_WAVEFRONT
 
 #if LSTM_TC_HAS_ONE_CLUSTER
