@@ -16,7 +16,8 @@
 // of K = 2H, batch slices; a refused --layers-per-launch names the most that fit; and its
 // planner's choices at the H100's limits (run on the CPU too). One that holds W in registers
 // (LSTM_TC_HAS_HELD_WEIGHTS, forward/23_weights_in_registers) adds held_* cases at H ~ 1000 and
-// checks which plans hold it (on the CPU too); the cases above run it in chunks and wavefronts.
+// checks which plans hold it (on the CPU too); the pinned one-layer cases above of at most 256
+// threads hold it too where a step is one chunk (wavefronts and several chunks never do).
 #include <gtest/gtest.h>
 
 #include <iostream>
