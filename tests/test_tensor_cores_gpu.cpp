@@ -297,6 +297,13 @@ TEST(TensorCoresHeldWeights, AWarpHoldsItsShareOfOneChunkUpTo32KTilesInBlocksOfA
   EXPECT_EQ(plan(ProblemSize{1000, 64, 32, 3, 1}, "16,256,2,0").held_tiles, 0) << "two chunks";
   EXPECT_EQ(plan(ProblemSize{1024, 64, 16, 3, 1}, "8,512,2,0").held_tiles, 0)
       << "512 threads: 128 registers a thread";
+  PlanRequest four;
+  four.layers_per_launch = 4;  // the kernel is chosen by a launch's first layer (stage.cu)
+  const NetworkPlan wavefront =
+      make_network_plan(ProblemSize{512, 512, 64, 100, 4}, h100_limits(), four);
+  ASSERT_TRUE(wavefront.fits) << wavefront.why;
+  for (const Plan& p : wavefront.launches.front().layers)
+    EXPECT_EQ(p.held_tiles, 0) << "a launch of several layers holds no W: " << p.describe();
 }
 #endif  // LSTM_TC_HAS_HELD_WEIGHTS
 #endif  // LSTM_TC_HAS_WAVEFRONT

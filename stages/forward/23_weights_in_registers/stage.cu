@@ -9,7 +9,7 @@
  *      its shared memory then has no W, and the cost model no A fragments read from it.
  *   2. kernel.cuh: the kernels of at most 256 threads (255 registers a thread) load a warp's
  *      fragments once, before step 0, and multiply them from registers with no branch.
- *   3. Here: the kernel with the launch's held_tiles, and whether each layer holds W.
+ *   3. Here: the kernel of the plan's held_tiles, told that it holds W.
  *
  * The lesson, the prediction and the measurement: README.md beside this file. Host code here;
  * the kernel in kernel.cuh.
@@ -54,8 +54,8 @@ int widest_layer_input(const ProblemSize& s) {
 // Which kernel runs a plan
 // ---------------------------------------------------------------------------------------------
 
-/// The kernel that runs `launch` with 16-bit values of type Element: where its layers hold W in
-/// registers, the kernel of 256 threads that holds as many k tiles a warp as the most of them.
+/// The kernel that runs `plan` with 16-bit values of type Element: where it holds W in registers,
+/// the kernel of 256 threads that holds its held_tiles k tiles a warp.
 template <typename Element, int kHeld>
 const void* kernel_for(int tile_batch) {
   switch (tile_batch) {
@@ -68,21 +68,17 @@ const void* kernel_for(int tile_batch) {
   }
 }
 template <typename Element>
-const void* kernel_for(const LayerLaunch& launch) {
-  int held = 0;
-  for (const Plan& p : launch.layers)
-    held = std::max(held, p.held_tiles);
-  const int tile = launch.layers.front().tile_batch;
-  return held == 0    ? kernel_for<Element, 0>(tile)
-         : held <= 8  ? kernel_for<Element, 8>(tile)
-         : held <= 16 ? kernel_for<Element, 16>(tile)
-                      : kernel_for<Element, kHeldTiles>(tile);
+const void* kernel_for(const Plan& plan) {
+  const int held = plan.held_tiles;  // only a launch of one layer holds W (plan.cpp)
+  return held == 0    ? kernel_for<Element, 0>(plan.tile_batch)
+         : held <= 8  ? kernel_for<Element, 8>(plan.tile_batch)
+         : held <= 16 ? kernel_for<Element, 16>(plan.tile_batch)
+                      : kernel_for<Element, kHeldTiles>(plan.tile_batch);
 }
 
-/// The kernel that runs `launch` in `precision` (FP16 or BF16).
-const void* kernel_for(const LayerLaunch& launch, Precision precision) {
-  return precision == Precision::kBf16 ? kernel_for<__nv_bfloat16>(launch)
-                                       : kernel_for<__half>(launch);
+/// The kernel that runs `plan` in `precision` (FP16 or BF16).
+const void* kernel_for(const Plan& plan, Precision precision) {
+  return precision == Precision::kBf16 ? kernel_for<__nv_bfloat16>(plan) : kernel_for<__half>(plan);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -132,7 +128,7 @@ class PersistentStage final : public Stage {
     // Waiting for h needs every block of a launch resident at once: one per SM here.
     for (const LayerLaunch& launch : network.launches) {
       const Plan& plan = launch.layers.front();
-      const void* kernel = kernel_for(launch, flags_.precision);
+      const void* kernel = kernel_for(plan, flags_.precision);
       const std::string resident =
           check_co_resident(kernel, "persistent", plan.threads, launch.shared_bytes(),
                             launch.blocks(), limits.sm_count);
@@ -167,7 +163,7 @@ class PersistentStage final : public Stage {
     }
     // Launches of one kernel may ask for different amounts: each may have what the device allows.
     for (const LayerLaunch& launch : network_.launches)
-      CUDA_CHECK(cudaFuncSetAttribute(kernel_for(launch, flags_.precision),
+      CUDA_CHECK(cudaFuncSetAttribute(kernel_for(launch.layers.front(), flags_.precision),
                                       cudaFuncAttributeMaxDynamicSharedMemorySize,
                                       static_cast<int>(limits.shared_bytes)));
     CUBLAS_CHECK(cublasCreate(&cublas_));
@@ -351,7 +347,7 @@ class PersistentStage final : public Stage {
   void launch_kernel(const LayerLaunch& launch, SharedLaunchArgs* args, cudaStream_t stream) {
     const Plan& plan = launch.layers.front();
     void* kernel_args[] = {args};
-    CUDA_CHECK(cudaLaunchCooperativeKernel(kernel_for(launch, flags_.precision),
+    CUDA_CHECK(cudaLaunchCooperativeKernel(kernel_for(plan, flags_.precision),
                                            dim3(launch.blocks()), dim3(plan.threads), kernel_args,
                                            launch.shared_bytes(), stream));
   }
