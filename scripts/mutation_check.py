@@ -232,6 +232,19 @@ MUTATIONS = [
     ("cpu", "forward 23's planner keeps W's shared memory in a plan that holds W in registers",
      "stages/forward/23_weights_in_registers/plan.cpp",
      "(p.held_tiles > 0 ? 0 : mma_rows", "(p.held_tiles > 0 ? mma_rows : mma_rows", "gpu"),
+    # ---- issue 24: training 41_forward_weights_in_registers, forward 23's held W in training
+    # (the tests that catch it: its fwd_held_* and chunk cases and TheForwardTakesFourKSlices...).
+    ("gpu", "training 41 loads every warp the first k slice's tiles instead of its own",
+     "stages/training/41_forward_weights_in_registers/kernel.cuh",
+     "((last_first + i) * row_tiles + row_tile) * kWarpSize + lane;",
+     "(i * row_tiles + row_tile) * kWarpSize + lane;", "gpu"),
+    ("gpu", "training 41's planner holds W where a step stages h in several chunks",
+     "stages/training/41_forward_weights_in_registers/plan.cpp",
+     "plan.threads <= kHeldThreads && plan.chunks == 1 &&", "plan.threads <= kHeldThreads &&",
+     "gpu"),
+    ("cpu", "training 41's planner rounds a warp's share of 17 to 32 k tiles down to 16",
+     "stages/training/41_forward_weights_in_registers/plan.cpp",
+     "share <= 16 ? 16 : kHeldTiles;", "share <= 32 ? 16 : kHeldTiles;", "gpu"),
     # ---- issue 23: training 25_graphs_of_a_pass, the pass as two CUDA graphs
     # (the test that catches it: Tensors.APassWithOtherTensorsThanPreparedUsesThem).
     ("gpu", "training 25 records its forward graph once, never again for other tensors",
