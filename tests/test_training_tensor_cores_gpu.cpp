@@ -616,6 +616,10 @@ TEST(TrainingTensorCoresWavefront, TheForwardsLayersShareALaunchWhereTheyFit) { 
     EXPECT_EQ(launch.layers[i].group_batch, launch.layers[0].group_batch);
     EXPECT_EQ(launch.layers[i].tile_batch, launch.layers[0].tile_batch);
   }
+#if LSTM_TC_HAS_HELD_WEIGHTS
+  for (const ForwardPlan& p : launch.layers)  // the kernel is chosen by a launch's first layer
+    EXPECT_EQ(p.held_tiles, 0) << "a launch of several layers holds no W: " << p.describe();
+#endif
   const Plan planned = make_plan(canonical, h100);
   ASSERT_TRUE(planned.fits) << planned.why;
 #if LSTM_TC_HAS_HELD_WEIGHTS

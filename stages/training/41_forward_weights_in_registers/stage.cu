@@ -7,7 +7,7 @@
  * W in registers where a warp's share is at most kHeldTiles k tiles, rounded up to 8, 16 or 32
  * (plan.h, plan.cpp: ForwardPlan::held_tiles, the cost model's two constants measured in forward
  * stage 23); the kernels of at most 256 threads load a warp's fragments once and multiply them
- * with no branch (kernel.cuh); here, the kernel with the launch's held_tiles. The backward, the
+ * with no branch (kernel.cuh); here, the kernel of the plan's held_tiles. The backward, the
  * stash and the weight gradients are stage 38's.
  *
  * The lesson, the prediction and the measurement: README.md beside this file. Host code here;
@@ -46,9 +46,9 @@ constexpr int kPublishThreads = 256;  // threads per block of the forward's slot
 constexpr int kBiasThreads = 128;     // threads per block of sum_bias_rows
 constexpr std::size_t kCublasWorkspaceBytes = 32 << 20;  // cuBLAS's, recorded into the graphs
 
-/// The forward kernel that runs `launch` with 16-bit values of type Element (forward stage 17's;
-/// where its layers hold W in registers, forward stage 23's of 256 threads that holds as many k
-/// tiles a warp as the most of them).
+/// The forward kernel that runs `plan` with 16-bit values of type Element (forward stage 17's;
+/// where it holds W in registers, forward stage 23's of 256 threads that holds its held_tiles k
+/// tiles a warp).
 template <typename Element, int kHeld>
 const void* forward_kernel_for(int tile_batch) {
   switch (tile_batch) {
@@ -61,19 +61,16 @@ const void* forward_kernel_for(int tile_batch) {
   }
 }
 template <typename Element>
-const void* forward_kernel_for(const LayerLaunch& launch) {
-  int held = 0;
-  for (const ForwardPlan& p : launch.layers)
-    held = std::max(held, p.held_tiles);
-  const int tile = launch.layers.front().tile_batch;
-  return held == 0    ? forward_kernel_for<Element, 0>(tile)
-         : held <= 8  ? forward_kernel_for<Element, 8>(tile)
-         : held <= 16 ? forward_kernel_for<Element, 16>(tile)
-                      : forward_kernel_for<Element, kHeldTiles>(tile);
+const void* forward_kernel_for(const ForwardPlan& plan) {
+  const int held = plan.held_tiles;  // only a launch of one layer holds W (plan.cpp)
+  return held == 0    ? forward_kernel_for<Element, 0>(plan.tile_batch)
+         : held <= 8  ? forward_kernel_for<Element, 8>(plan.tile_batch)
+         : held <= 16 ? forward_kernel_for<Element, 16>(plan.tile_batch)
+                      : forward_kernel_for<Element, kHeldTiles>(plan.tile_batch);
 }
-const void* forward_kernel_for(const LayerLaunch& launch, Precision precision) {
-  return precision == Precision::kBf16 ? forward_kernel_for<__nv_bfloat16>(launch)
-                                       : forward_kernel_for<__half>(launch);
+const void* forward_kernel_for(const ForwardPlan& plan, Precision precision) {
+  return precision == Precision::kBf16 ? forward_kernel_for<__nv_bfloat16>(plan)
+                                       : forward_kernel_for<__half>(plan);
 }
 /// The backward kernel with 16-bit values of `precision`, `row_tiles` row tiles (1 or 2 without
 /// a cluster, 1 to 4 in clusters of two) and `cluster` blocks a cluster.
@@ -174,8 +171,8 @@ class PersistentTraining final : public TrainingStage {
     if (!device.cooperativeLaunch) return "the device does not support cooperative launches";
     for (const LayerLaunch& launch : plan.network.launches) {
       const std::string why = check_co_resident(
-          forward_kernel_for(launch, flags_.precision), "forward", launch.layers.front().threads,
-          launch.shared_bytes(), launch.blocks(), limits.sm_count);
+          forward_kernel_for(launch.layers.front(), flags_.precision), "forward",
+          launch.layers.front().threads, launch.shared_bytes(), launch.blocks(), limits.sm_count);
       if (!why.empty()) return why;
     }
     // The backward in one cluster waits for no other cluster: one resident at a time will do.
@@ -223,7 +220,7 @@ class PersistentTraining final : public TrainingStage {
                 << precision_name(flags_.precision) << "): " << plan_.describe() << "\n";
     }
     for (const LayerLaunch& launch : plan_.network.launches)  // one kernel may serve several
-      CUDA_CHECK(cudaFuncSetAttribute(forward_kernel_for(launch, flags_.precision),
+      CUDA_CHECK(cudaFuncSetAttribute(forward_kernel_for(launch.layers.front(), flags_.precision),
                                       cudaFuncAttributeMaxDynamicSharedMemorySize,
                                       static_cast<int>(most_forward_shared_bytes())));
     CUDA_CHECK(cudaFuncSetAttribute(backward_kernel_for(flags_.precision, plan_.backward),
@@ -374,7 +371,7 @@ class PersistentTraining final : public TrainingStage {
           a.parts = parts;
           first_block += launch.layers[lag].blocks();
         }
-        launch_cooperative(forward_kernel_for(launch, flags_.precision), &args, launch.blocks(),
+        launch_cooperative(forward_kernel_for(plan, flags_.precision), &args, launch.blocks(),
                            plan.threads, launch.shared_bytes(), stream);
       }
     }
