@@ -349,17 +349,14 @@ TEST(TrainingTensorCoresKSlices, TheForwardTakesFourKSlicesAtSmallBatches) {  //
   DeviceLimits h100;
   h100.sm_count = 132;
   h100.shared_bytes = 227 * 1024;
-#if LSTM_TC_HAS_HELD_WEIGHTS
-  // W held in registers (stage 41): at B = 8 two batch groups of 256 threads, 8 k tiles a warp.
-  const std::vector<int> batches = {1};
-#else
-  const std::vector<int> batches = {1, 8};
-#endif
-  for (int batch : batches) {
+  for (int batch : {1, 8}) {
     const ForwardPlan small = make_plan(ProblemSize{512, 512, batch, 100, 1}, h100).forward;
     ASSERT_TRUE(small.fits) << small.why;
     EXPECT_EQ(small.threads, 128) << small.describe();
     EXPECT_EQ(small.k_slices, 4) << small.describe();
+#if LSTM_TC_HAS_HELD_WEIGHTS
+    EXPECT_EQ(small.held_tiles, 8) << small.describe();  // the same plan, W held (stage 41)
+#endif
   }
   const ForwardPlan two_groups = make_plan(ProblemSize{1024, 1024, 4, 100, 1}, h100).forward;
   ASSERT_TRUE(two_groups.fits) << two_groups.why;
@@ -368,10 +365,15 @@ TEST(TrainingTensorCoresKSlices, TheForwardTakesFourKSlicesAtSmallBatches) {  //
   const ForwardPlan wider = make_plan(ProblemSize{1024, 1024, 16, 100, 1}, h100).forward;
   ASSERT_TRUE(wider.fits) << wider.why;
 #if LSTM_TC_HAS_HELD_WEIGHTS
-  // Held: 256 threads, two k slices of 32 tiles a warp (forward stage 23's plan there).
+  // Stage 38's plan holds W where it can (H = 1024, B = 4 and 8: 256 threads, one batch group);
+  // where its 512 threads cannot, the cheapest plan that can: 256 threads, two k slices of 32
+  // tiles a warp.
+  EXPECT_EQ(two_groups.held_tiles, 16) << two_groups.describe();
+  const ForwardPlan eight = make_plan(ProblemSize{1024, 1024, 8, 100, 1}, h100).forward;
+  EXPECT_EQ(eight.batch_groups, 1) << eight.describe();
+  EXPECT_EQ(eight.held_tiles, 16) << eight.describe();
   EXPECT_EQ(wider.threads, 256) << wider.describe();
   EXPECT_EQ(wider.held_tiles, 32) << wider.describe();
-  EXPECT_EQ(two_groups.held_tiles, 16) << two_groups.describe();
 #else
   EXPECT_EQ(wider.threads, 512) << wider.describe();
 #endif
@@ -622,14 +624,9 @@ TEST(TrainingTensorCoresWavefront, TheForwardsLayersShareALaunchWhereTheyFit) { 
 #endif
   const Plan planned = make_plan(canonical, h100);
   ASSERT_TRUE(planned.fits) << planned.why;
-#if LSTM_TC_HAS_HELD_WEIGHTS
-  // W held in registers (stage 41): one launch a layer, as forward stage 23 measured best there.
-  EXPECT_EQ(planned.network.launches.size(), 4u) << planned.describe();
-  EXPECT_EQ(planned.network.layers_per_launch(), 1) << planned.describe();
-#else
+  // Stage 41 too: its split is chosen with W in shared memory, then held in launches of one.
   EXPECT_EQ(planned.network.launches.size(), 2u) << planned.describe();
   EXPECT_EQ(planned.network.layers_per_launch(), 2) << planned.describe();
-#endif
   EXPECT_EQ(make_plan(ProblemSize{256, 256, 64, 100, 4}, h100).network.layers_per_launch(), 4);
   EXPECT_EQ(make_plan(ProblemSize{1024, 1024, 64, 100, 4}, h100).network.layers_per_launch(), 1);
   EXPECT_EQ(make_plan(ProblemSize{512, 512, 1, 100, 1}, h100).network.layers_per_launch(), 1);

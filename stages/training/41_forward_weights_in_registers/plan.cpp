@@ -34,7 +34,7 @@ constexpr double kForwardMmaLatency = 150;
 // chain 42 clocks, a k slice 50.
 constexpr double kHeldMmaLatency = 42;
 constexpr double kHeldSliceClocks = 50;
-constexpr double kSliceClocks = 350;          // one more k slice in the reduction
+constexpr double kSliceClocks = 350;  // one more k slice in the reduction
 // The forward's split into wavefront launches (forward stage 19's figures):
 constexpr double kChunkRoundTrip = 2400;  // a chunk of published h from L2 and its barrier
 constexpr double kParentMargin = 0.95;    // a split of layers must look 5% cheaper than stage 28's
@@ -347,9 +347,9 @@ std::size_t forward_shared_bytes(const ForwardPlan& p, int hidden) {
   const std::size_t mma_rows = static_cast<std::size_t>(p.tile_groups_units) * kMmaRows;
   const std::size_t halves =
       (p.held_tiles > 0 ? 0 : mma_rows * padded_hidden(hidden + p.input_rows))  // [W_ih |] W_hh
-                             + 2 * static_cast<std::size_t>(p.chunk_rows) * p.h_stride;  // h
+      + 2 * static_cast<std::size_t>(p.chunk_rows) * p.h_stride;                // h
   const std::size_t floats =
-      static_cast<std::size_t>(p.k_slices) * mma_rows * p.mma_batch  // sums
+      static_cast<std::size_t>(p.k_slices) * mma_rows * p.mma_batch   // sums
       + (p.input_rows == 0 ? rows * p.padded_batch : 0)               // input parts (cuBLAS's)
       + static_cast<std::size_t>(p.units_per_block) * p.padded_batch  // c
       + rows;                                                         // biases
@@ -376,7 +376,7 @@ std::size_t backward_shared_bytes(int hidden, int units, int rows, int chunk_row
       static_cast<std::size_t>(kBackwardWarps / tiles) * mma_rows * columns  // partial sums
       + kStashFloats * pairs + pairs                                         // the step's stash, dc
       + (cluster_blocks > 1 ? 2 * cluster_blocks * static_cast<std::size_t>(units) * columns + 6
-                            : 0);  // + two mbarriers, 8-aligned
+                            : 0);                         // + two mbarriers, 8-aligned
   return 2 * mma_rows * padded_k + (words + floats) * 4;  // W_hhᵀ's fragments in 16 bits
 }
 
@@ -453,7 +453,7 @@ std::string Plan::describe() const {
 }
 
 ForwardPlan make_forward_plan(const ProblemSize& s, const DeviceLimits& device,
-                              const PlanRequest& request) {
+                              const PlanRequest& request, bool may_hold) {
   std::vector<int> tiles = {8, 16, 32}, threads = {128, 256, 512}, groups = {1, 2, 4, 8, 16, 32};
   if (request.tile_batch) tiles = {request.tile_batch};
   if (request.threads) threads = {request.threads};
@@ -478,7 +478,7 @@ ForwardPlan make_forward_plan(const ProblemSize& s, const DeviceLimits& device,
           plan.padded_batch = ceil_div(rows, 4) * 4;
           plan.slices = ceil_div(s.batch, g * rows);
           plan.fits = false;
-          lay_out(plan, s, device, true);
+          lay_out(plan, s, device, may_hold);
           if (plan.fits || rows == 1 || request.group_batch) break;
           rows = ceil_div(rows, 2);
         }
@@ -487,9 +487,16 @@ ForwardPlan make_forward_plan(const ProblemSize& s, const DeviceLimits& device,
       }
     }
   }
-  if (best.fits) return best;
-  if (first_refusal.why.empty()) first_refusal.why = "no forward plan matches the request";
-  return first_refusal;
+  if (!best.fits) {
+    if (first_refusal.why.empty()) first_refusal.why = "no forward plan matches the request";
+    return first_refusal;
+  }
+  if (!may_hold) return best;
+  // Measured (README): a plan chosen for holding W, with more batch groups than stage 38's, ran
+  // slower in training than stage 38's plan holding W. So stage 38's, held where it can be.
+  ForwardPlan kept = make_forward_plan(s, device, request, false);
+  lay_out(kept, s, device, true);
+  return kept.held_tiles > 0 ? kept : best;
 }
 
 NetworkPlan make_wavefront_launch(const ProblemSize& s, const DeviceLimits& device,
@@ -559,7 +566,14 @@ NetworkPlan make_wavefront_launch(const ProblemSize& s, const DeviceLimits& devi
 NetworkPlan make_network_plan(const ProblemSize& s, const DeviceLimits& device,
                               const PlanRequest& request) {
   NetworkPlan result;
-  const ForwardPlan single = make_forward_plan(s, device, request);  // stage 28's, one layer
+  // The split as stage 38 chooses it, W in shared memory; then held in its launches of one layer.
+  const ForwardPlan single = make_forward_plan(s, device, request, false);  // stage 28's, one layer
+  const ForwardPlan held = make_forward_plan(s, device, request);
+  const auto hold = [&](NetworkPlan network) {
+    for (LayerLaunch& launch : network.launches)
+      if (launch.layers.size() == 1) launch.layers.front() = held, launch.cost = held.cost;
+    return network;
+  };
   result.why = single.why;
   if (!single.fits) return result;
   // Splits the layers into ceil(L / n) launches of sizes that differ by one at most, the larger
@@ -597,7 +611,7 @@ NetworkPlan make_network_plan(const ProblemSize& s, const DeviceLimits& device,
   if (asked > 1 && s.layers > 1) {  // pinned: refused where it does not fit, naming what does
     const int wanted = std::min(asked, s.layers);
     NetworkPlan network = split(wanted);
-    if (network.fits) return network;
+    if (network.fits) return hold(network);
     int most = wanted - 1;
     while (most > 1 && !make_wavefront_launch(s, device, request, most).fits)
       --most;
@@ -620,7 +634,7 @@ NetworkPlan make_network_plan(const ProblemSize& s, const DeviceLimits& device,
     const double network_cost = cost(network);
     if (network_cost < best_cost) best = network, best_cost = network_cost;
   }
-  return best;
+  return hold(best);
 }
 
 Plan make_plan(const ProblemSize& s, const DeviceLimits& device, const PlanRequest& request) {
