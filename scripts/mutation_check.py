@@ -245,6 +245,13 @@ MUTATIONS = [
     ("cpu", "training 41's planner rounds a warp's share of 17 to 32 k tiles down to 16",
      "stages/training/41_forward_weights_in_registers/plan.cpp",
      "share <= 16 ? 16 : kHeldTiles;", "share <= 32 ? 16 : kHeldTiles;", "gpu"),
+    ("cpu", "training 41's planner takes its cheapest held plan over stage 38's plan held",
+     "stages/training/41_forward_weights_in_registers/plan.cpp",
+     "return kept.held_tiles > 0 ? kept : best;", "return best;", "gpu"),
+    ("cpu", "training 41's planner splits the layers by the costs of held plans",
+     "stages/training/41_forward_weights_in_registers/plan.cpp",
+     "make_forward_plan(s, device, request, false);  // stage 28's",
+     "make_forward_plan(s, device, request);  // stage 28's", "gpu"),
     # ---- issue 23: training 25_graphs_of_a_pass, the pass as two CUDA graphs
     # (the test that catches it: Tensors.APassWithOtherTensorsThanPreparedUsesThem).
     ("gpu", "training 25 records its forward graph once, never again for other tensors",

@@ -40,7 +40,7 @@ struct SharedKernelArgs {
   int tile_groups_units, tile_groups_batch, mma_batch, h_stride, k_slices;
   int chunk_rows, chunks;
   int input_rows;   // 0: input_part from cuBLAS; H: W_ih · h^{l-1}_t multiplied here
-  int weights_held;  // 1: each warp holds its k tiles in registers (a kernel with kHeld > 0)
+  int weights_held;  // 1 where the plan holds W (kHeld > 0): as a runtime flag ptxas spills less
   int first_block;  // the layer's first block in the launch
   int lag;          // its place in the wavefront: its step t reads exchange slot t + lag
   int parts;        // P: layers in the launch, each with its part of every exchange slot

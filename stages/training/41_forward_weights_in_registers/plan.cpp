@@ -160,8 +160,8 @@ double backward_cost(const BackwardPlan& b, const ProblemSize& s) {
 
 /// The backward's launch with G batch groups in clusters of C blocks (and `pinned_rows` rows per
 /// block, `pinned_chunk` gate rows per chunk of dz, if set). Returns "" or the reason.
-std::string plan_backward(const ProblemSize& s, const DeviceLimits& device, int groups, int cluster,
-                          int pinned_rows, int pinned_chunk, BackwardPlan& b) {
+std::string plan_backward(const ProblemSize& s, const DeviceLimits& device, int groups,
+                          int cluster, int pinned_rows, int pinned_chunk, BackwardPlan& b) {
   const int H = s.hidden, J = ceil_div(H, device.sm_count / groups);
   const int padded_k = backward_k_rows(H, cluster);  // the mma's k: a block's gate rows
   b.units_per_block = J;
@@ -173,8 +173,8 @@ std::string plan_backward(const ProblemSize& s, const DeviceLimits& device, int 
   std::ostringstream why;
   if (cluster > 1) {
     if ((cluster - 1) * padded_k >= kGates * H) {
-      why << "the backward's " << kGates * H << " gate rows are too few to split over " << cluster
-          << " blocks of a cluster (" << padded_k << " each, a multiple of 16)";
+      why << "the backward's " << kGates * H << " gate rows are too few to split over "
+          << cluster << " blocks of a cluster (" << padded_k << " each, a multiple of 16)";
       return why.str();
     }
     if (b.blocks() > device.sm_count || b.blocks() / cluster > device.pair_clusters) {
@@ -349,7 +349,7 @@ std::size_t forward_shared_bytes(const ForwardPlan& p, int hidden) {
       (p.held_tiles > 0 ? 0 : mma_rows * padded_hidden(hidden + p.input_rows))  // [W_ih |] W_hh
       + 2 * static_cast<std::size_t>(p.chunk_rows) * p.h_stride;                // h
   const std::size_t floats =
-      static_cast<std::size_t>(p.k_slices) * mma_rows * p.mma_batch   // sums
+      static_cast<std::size_t>(p.k_slices) * mma_rows * p.mma_batch  // sums
       + (p.input_rows == 0 ? rows * p.padded_batch : 0)               // input parts (cuBLAS's)
       + static_cast<std::size_t>(p.units_per_block) * p.padded_batch  // c
       + rows;                                                         // biases
@@ -369,14 +369,13 @@ std::size_t backward_shared_bytes(int hidden, int units, int rows, int chunk_row
   const std::size_t mma_rows =
       static_cast<std::size_t>(ceil_div(cluster_blocks * units, kMmaRows)) * kMmaRows;
   // dz: [2][columns][dz_stride] words, one buffer where one chunk holds all the block's gate rows
-  const std::size_t buffers =
-      chunk_rows == 0 ? 0 : (chunk_rows < static_cast<int>(padded_k) ? 2 : 1);
+  const std::size_t buffers = chunk_rows == 0 ? 0 : (chunk_rows < static_cast<int>(padded_k) ? 2 : 1);
   const std::size_t words = buffers * columns * backward_dz_stride(chunk_rows);
   const std::size_t floats =
       static_cast<std::size_t>(kBackwardWarps / tiles) * mma_rows * columns  // partial sums
       + kStashFloats * pairs + pairs                                         // the step's stash, dc
       + (cluster_blocks > 1 ? 2 * cluster_blocks * static_cast<std::size_t>(units) * columns + 6
-                            : 0);                         // + two mbarriers, 8-aligned
+                            : 0);  // + two mbarriers, 8-aligned
   return 2 * mma_rows * padded_k + (words + floats) * 4;  // W_hhᵀ's fragments in 16 bits
 }
 
@@ -441,14 +440,15 @@ std::string Plan::describe() const {
     for (const ForwardPlan& p : launch.layers)
       out << " [" << p.describe() << "]";
   }
-  out << "\n  backward J=" << backward.units_per_block << " row_tiles=" << backward.row_tiles
-      << " U=" << backward.unit_blocks << " G=" << backward.batch_groups
-      << " Bg=" << backward.group_rows << " slices=" << backward.slices
-      << " C=" << backward.cluster_blocks << " span=" << backward.span
+  out << "\n  backward J=" << backward.units_per_block
+      << " row_tiles=" << backward.row_tiles << " U=" << backward.unit_blocks
+      << " G=" << backward.batch_groups << " Bg=" << backward.group_rows
+      << " slices=" << backward.slices << " C=" << backward.cluster_blocks
+      << " span=" << backward.span
       << " k_rows=" << backward.k_rows << " threads=" << backward.threads
-      << " mma_tiles(batch)=" << backward.batch_tiles << " k_slices=" << backward.k_slices
-      << " chunk=" << backward.chunk_rows << "x" << backward.chunks
-      << " smem=" << backward.shared_bytes / 1024 << "KiB";
+      << " mma_tiles(batch)=" << backward.batch_tiles
+      << " k_slices=" << backward.k_slices << " chunk=" << backward.chunk_rows << "x"
+      << backward.chunks << " smem=" << backward.shared_bytes / 1024 << "KiB";
   return out.str();
 }
 

@@ -95,9 +95,9 @@ constexpr int kMaxSpannedClusters = 4;
 
 /// What the device offers, as the plans need it (read from cudaDeviceProp).
 struct DeviceLimits {
-  int sm_count = 0;              ///< multiprocessors: one block each
-  std::size_t shared_bytes = 0;  ///< opt-in shared memory per block
-  int pair_clusters = 0;   ///< clusters of two such blocks that can be resident at once (0: none)
+  int sm_count = 0;               ///< multiprocessors: one block each
+  std::size_t shared_bytes = 0;   ///< opt-in shared memory per block
+  int pair_clusters = 0;  ///< clusters of two such blocks that can be resident at once (0: none)
   int whole_clusters = 0;  ///< clusters of 16 blocks of the cluster kernel resident (0: none)
   std::string name = "this GPU";  ///< for messages
 };
@@ -132,23 +132,23 @@ struct PlanRequest {
 /// units u*J .. u*J+J-1 for the batch rows of group g. Each warp computes a 16 x tile_batch tile
 /// of the product (four units' gates x tile_batch batch columns) with mma.sync over a slice of k.
 struct ForwardPlan {
-  bool fits = false;          ///< false: `why` says what does not fit
-  std::string why;            ///< the reason a shape does not fit
-  int units_per_block = 0;    ///< J, a multiple of 4 (16 gate rows: one mma tile)
-  int unit_blocks = 0;        ///< U = ceil(H / J)
-  int batch_groups = 0;       ///< G: blocks = U * G
-  int group_batch = 0;        ///< Bg: batch rows per block
-  int padded_batch = 0;       ///< Bg rounded up to 4: the columns of published h (8-byte loads)
-  int slices = 0;             ///< launches per layer, each for G * Bg batch rows
-  int tile_batch = 0;         ///< columns of a warp's product tile (8, 16 or 32)
-  int threads = 0;            ///< threads per block
+  bool fits = false;        ///< false: `why` says what does not fit
+  std::string why;          ///< the reason a shape does not fit
+  int units_per_block = 0;  ///< J, a multiple of 4 (16 gate rows: one mma tile)
+  int unit_blocks = 0;      ///< U = ceil(H / J)
+  int batch_groups = 0;     ///< G: blocks = U * G
+  int group_batch = 0;      ///< Bg: batch rows per block
+  int padded_batch = 0;     ///< Bg rounded up to 4: the columns of published h (8-byte loads)
+  int slices = 0;           ///< launches per layer, each for G * Bg batch rows
+  int tile_batch = 0;       ///< columns of a warp's product tile (8, 16 or 32)
+  int threads = 0;          ///< threads per block
   int tile_groups_units = 0;  ///< mma row tiles of a block (16 gate rows = 4 units each)
   int tile_groups_batch = 0;  ///< warp tiles along the batch (tile_batch columns each)
-  int mma_batch = 0;          ///< columns of the product: padded_batch rounded up to tile_batch
-  int h_stride = 0;           ///< 32-bit words (two k of one column) per pair of staged rows of h
-  int k_slices = 0;           ///< warps along k per tile group (reduced in shared memory)
-  int chunk_rows = 0;         ///< rows of h_{t-1} staged per chunk (a multiple of 16)
-  int chunks = 0;             ///< chunks per step
+  int mma_batch = 0;   ///< columns of the product: padded_batch rounded up to tile_batch
+  int h_stride = 0;    ///< 32-bit words (two k of one column) per pair of staged rows of h
+  int k_slices = 0;    ///< warps along k per tile group (reduced in shared memory)
+  int chunk_rows = 0;  ///< rows of h_{t-1} staged per chunk (a multiple of 16)
+  int chunks = 0;      ///< chunks per step
   /// Rows of the layer's input multiplied here, W_ih's slice beside W_hh's in the fragments: 0
   /// (input parts from cuBLAS) or H (a wavefront launch's upper layer, whose input is the h_t the
   /// layer below publishes). The product's k range is input_rows + H.
@@ -310,9 +310,9 @@ PlanRequest parse_plan_request(const std::string& plan, int layers_per_launch = 
 /// The stage's own command-line flags (its executable's --help lists them).
 struct StageFlags {
   std::string plan;  ///< --plan tile,threads,groups,rows,backward_groups,backward_rows,BC,C,S
-  int layers_per_launch = 0;               ///< --layers-per-launch N
-  bool verbose = false;                    ///< --verbose: print the plans
-  PlanRequest request;                     ///< what --plan asks for (set when parsing ends)
+  int layers_per_launch = 0;  ///< --layers-per-launch N
+  bool verbose = false;  ///< --verbose: print the plans
+  PlanRequest request;   ///< what --plan asks for (set when parsing ends)
   std::string precision_name = "fp16";     ///< --precision fp16|bf16
   Precision precision = Precision::kFp16;  ///< what --precision asks for (set when parsing ends)
 };
