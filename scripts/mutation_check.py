@@ -232,6 +232,10 @@ MUTATIONS = [
     ("cpu", "forward 23's planner keeps W's shared memory in a plan that holds W in registers",
      "stages/forward/23_weights_in_registers/plan.cpp",
      "(p.held_tiles > 0 ? 0 : mma_rows", "(p.held_tiles > 0 ? mma_rows : mma_rows", "gpu"),
+    ("cpu", "forward 23's planner holds W in a launch of several layers",
+     "stages/forward/23_weights_in_registers/plan.cpp",
+     "              lay_out(plan, s, device, false);", "              lay_out(plan, s, device, true);",
+     "gpu"),
     # ---- issue 24: training 41_forward_weights_in_registers, forward 23's held W in training
     # (the tests that catch it: its fwd_held_* and chunk cases and TheForwardTakesFourKSlices...).
     ("gpu", "training 41 loads every warp the first k slice's tiles instead of its own",
@@ -248,6 +252,10 @@ MUTATIONS = [
     ("cpu", "training 41's planner takes its cheapest held plan over stage 38's plan held",
      "stages/training/41_forward_weights_in_registers/plan.cpp",
      "return kept.held_tiles > 0 ? kept : best;", "return best;", "gpu"),
+    ("cpu", "training 41's planner holds W in a launch of several layers",
+     "stages/training/41_forward_weights_in_registers/plan.cpp",
+     "              lay_out(plan, s, device, false);", "              lay_out(plan, s, device, true);",
+     "gpu"),
     ("cpu", "training 41's planner splits the layers by the costs of held plans",
      "stages/training/41_forward_weights_in_registers/plan.cpp",
      "make_forward_plan(s, device, request, false);  // stage 28's",

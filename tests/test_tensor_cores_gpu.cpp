@@ -297,13 +297,20 @@ TEST(TensorCoresHeldWeights, AWarpHoldsItsShareOfOneChunkUpTo32KTilesInBlocksOfA
   EXPECT_EQ(plan(ProblemSize{1000, 64, 32, 3, 1}, "16,256,2,0").held_tiles, 0) << "two chunks";
   EXPECT_EQ(plan(ProblemSize{1024, 64, 16, 3, 1}, "8,512,2,0").held_tiles, 0)
       << "512 threads: 128 registers a thread";
-  PlanRequest four;
-  four.layers_per_launch = 4;  // the kernel is chosen by a launch's first layer (stage.cu)
-  const NetworkPlan wavefront =
-      make_network_plan(ProblemSize{512, 512, 64, 100, 4}, h100_limits(), four);
-  ASSERT_TRUE(wavefront.fits) << wavefront.why;
-  for (const Plan& p : wavefront.launches.front().layers)
-    EXPECT_EQ(p.held_tiles, 0) << "a launch of several layers holds no W: " << p.describe();
+  // A launch of several layers holds no W (the kernel is chosen by its first layer: stage.cu),
+  // also where its plans could (H = 256: 256 threads, one chunk).
+  for (const auto& [hidden, per_launch] : {std::pair{512, 4}, {256, 2}, {256, 0}}) {
+    PlanRequest request;
+    request.layers_per_launch = per_launch;
+    const NetworkPlan network =
+        make_network_plan(ProblemSize{hidden, hidden, 64, 100, 4}, h100_limits(), request);
+    ASSERT_TRUE(network.fits) << network.why;
+    for (const LayerLaunch& launch : network.launches)
+      for (const Plan& p : launch.layers)
+        if (launch.layers.size() > 1) {
+          EXPECT_EQ(p.held_tiles, 0) << p.describe();
+        }
+  }
 }
 #endif  // LSTM_TC_HAS_HELD_WEIGHTS
 #endif  // LSTM_TC_HAS_WAVEFRONT

@@ -619,8 +619,18 @@ TEST(TrainingTensorCoresWavefront, TheForwardsLayersShareALaunchWhereTheyFit) { 
     EXPECT_EQ(launch.layers[i].tile_batch, launch.layers[0].tile_batch);
   }
 #if LSTM_TC_HAS_HELD_WEIGHTS
-  for (const ForwardPlan& p : launch.layers)  // the kernel is chosen by a launch's first layer
-    EXPECT_EQ(p.held_tiles, 0) << "a launch of several layers holds no W: " << p.describe();
+  // A launch of several layers holds no W (the kernel is chosen by its first layer: stage.cu),
+  // also where its plans could (H = 256: 256 threads, one chunk).
+  for (const auto& [hidden, per_launch] : {std::pair{512, 4}, {256, 2}, {256, 0}}) {
+    const Plan network = make_plan(ProblemSize{hidden, hidden, 64, 100, 4}, h100,
+                                   parse_plan_request("", per_launch));
+    ASSERT_TRUE(network.fits) << network.why;
+    for (const LayerLaunch& several : network.network.launches)
+      for (const ForwardPlan& p : several.layers)
+        if (several.layers.size() > 1) {
+          EXPECT_EQ(p.held_tiles, 0) << p.describe();
+        }
+  }
 #endif
   const Plan planned = make_plan(canonical, h100);
   ASSERT_TRUE(planned.fits) << planned.why;
