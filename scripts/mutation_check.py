@@ -260,15 +260,6 @@ MUTATIONS = [
      "stages/training/41_forward_weights_in_registers/plan.cpp",
      "make_forward_plan(s, device, request, false);  // stage 28's",
      "make_forward_plan(s, device, request);  // stage 28's", "gpu"),
-    # ---- issue 24: training 42_last_warps_copy_and_stash, the copies and the stash counted down
-    # from the last thread (the tests that catch it: every checked case of its GPU tests).
-    ("gpu", "training 42's helpers skip pair 0 of the input parts' copies",
-     "stages/training/42_last_warps_copy_and_stash/kernel.cuh",
-     "const int helper = threads - 1 - tid;", "const int helper = threads - tid;", "gpu"),
-    ("gpu", "training 42 never keeps the stash of a block's first unit and batch row",
-     "stages/training/42_last_warps_copy_and_stash/kernel.cuh",
-     "for (int i = helper; i < J * rows; i += threads) {",
-     "for (int i = helper + 1; i < J * rows; i += threads) {", "gpu"),
     # ---- issue 23: training 25_graphs_of_a_pass, the pass as two CUDA graphs
     # (the test that catches it: Tensors.APassWithOtherTensorsThanPreparedUsesThem).
     ("gpu", "training 25 records its forward graph once, never again for other tensors",
