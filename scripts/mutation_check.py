@@ -260,6 +260,18 @@ MUTATIONS = [
      "stages/training/41_forward_weights_in_registers/plan.cpp",
      "make_forward_plan(s, device, request, false);  // stage 28's",
      "make_forward_plan(s, device, request);  // stage 28's", "gpu"),
+    # ---- issue 24: training 43_gradients_trailing_the_recurrence, each chunk's gradients as
+    # soon as the recurrence is past it (the tests that catch it: every case of several chunks).
+    ("gpu", "training 43 waits for the first chunk only before every chunk's gradients",
+     "stages/training/43_gradients_trailing_the_recurrence/stage.cu",
+     "wait_for_chunk<<<1, 1, 0, side>>>(chunk_done_.data() + l * chunks + c,",
+     "wait_for_chunk<<<1, 1, 0, side>>>(chunk_done_.data() + l * chunks,", "gpu"),
+    ("gpu", "training 43 writes the weight gradients of each chunk over the last (beta 0)",
+     "stages/training/43_gradients_trailing_the_recurrence/stage.cu",
+     "const float beta = c == 0 ? 0.0f : 1.0f;", "const float beta = 0.0f;", "gpu"),
+    ("gpu", "training 43's kernels count a chunk done at its first step instead of its last",
+     "stages/training/43_gradients_trailing_the_recurrence/backward_kernel.cuh",
+     "(t > 0 && (step + 1) % a.chunk_steps != 0)", "(t > 0 && step % a.chunk_steps != 0)", "gpu"),
     # ---- issue 23: training 25_graphs_of_a_pass, the pass as two CUDA graphs
     # (the test that catches it: Tensors.APassWithOtherTensorsThanPreparedUsesThem).
     ("gpu", "training 25 records its forward graph once, never again for other tensors",
