@@ -26,7 +26,9 @@
 // (LSTM_TC_HAS_CLUSTER_SPAN: a batch group's backward over several clusters of 16) span* cases
 // over two, three and four clusters, and the planner's choice of spans (on the CPU); in stage 35
 // (LSTM_TC_HAS_SIXTEEN_CLUSTER_ROWS: up to 16 batch rows a cluster) rows16_* cases in one, two and
-// four clusters, in groups and slices, and the planner's choice of 16 rows (on the CPU). The
+// four clusters, in groups and slices, and the planner's choice of 16 rows (on the CPU); in stage
+// 43 (LSTM_TC_HAS_TRAILING_GRADIENTS: the gradients of each chunk of steps trailing the
+// recurrence) a block past H that counts no pair, and the planner's choice of chunks. The
 // data are rounded to the precision first, as the harness does (core/quantize.h); each case is
 // checked against the FP64 reference on every output and gradient with the precision's bounds,
 // must repeat bit for bit, and prints its measured errors ([ MEASURED ]). Also: a pass with other
@@ -62,6 +64,9 @@
 #endif
 #ifndef LSTM_TC_HAS_HELD_WEIGHTS
 #define LSTM_TC_HAS_HELD_WEIGHTS 0
+#endif
+#ifndef LSTM_TC_HAS_TRAILING_GRADIENTS
+#define LSTM_TC_HAS_TRAILING_GRADIENTS 0
 #endif
 
 namespace lstm::LSTM_STAGE_NAMESPACE {  // the stage's, as its build names it
@@ -169,6 +174,12 @@ const std::vector<Case>& cases() {
     {"rows16_groups_slices", ProblemSize{100, 30, 40, 3, 1}, "0,0,0,0,2,12,0,16", 0, 7, 16},
     {"rows16_planned_H512_B64", ProblemSize{512, 64, 64, 3, 1}, "", 0, 32, 16},
     {"rows16_span4_H1024_B12", ProblemSize{1024, 64, 12, 3, 1}, "0,0,0,0,1,12,0,16,4", 0, 64, 16},
+#endif
+#if LSTM_TC_HAS_TRAILING_GRADIENTS
+    // The gradients trailing the recurrence in chunks (every case above of T > 1 whose backward
+    // leaves a quarter of the SMs has them too): clusters of two, J = 2 over 68 blocks, the last
+    // starting past H = 133 (it counts no pair), three chunks of three steps, two layers.
+    {"trailing_blocks_past_H_L2", ProblemSize{133, 20, 5, 9, 2}, "0,0,0,0,1,0,0,2", 0, 0, 2},
 #endif
   };
   return list;
@@ -402,6 +413,31 @@ TEST(TrainingTensorCoresBackwardWarps, HalfTheBackwardWarpsWhereTheBatchHasFourR
           << text;
     }
   }
+}
+#endif
+
+#if LSTM_TC_HAS_TRAILING_GRADIENTS
+// The chunks the gradients trail the recurrence in (on the CPU, the H100's limits): four where
+// the backward's blocks leave a quarter of the SMs (one cluster of 16 at H = 512, B = 1; four at
+// H = 1024, B = 4), fewer where T is shorter; one, after the recurrence, where its pairs of
+// blocks take 128 SMs (H = 1024, B = 16).
+TEST(TrainingTensorCoresTrailing, ChunksWhereTheRecurrenceLeavesAQuarterOfTheSms) {
+  DeviceLimits h100;
+  h100.sm_count = 132;
+  h100.shared_bytes = 227 * 1024;
+  h100.pair_clusters = 66;
+  h100.whole_clusters = 7;
+  const auto steps = [&](int hidden, int batch, int seq_len) {
+    const ProblemSize s{hidden, hidden, batch, seq_len, 1};
+    const Plan plan = make_plan(s, h100);
+    EXPECT_TRUE(plan.fits) << plan.why;
+    return trailing_chunk_steps(s, plan.backward, h100.sm_count);
+  };
+  EXPECT_EQ(steps(512, 1, 100), 25);
+  EXPECT_EQ(steps(1024, 4, 100), 25);
+  EXPECT_EQ(steps(512, 1, 7), 2);  // chunks of 2, 2, 2 and 1 steps
+  EXPECT_EQ(steps(512, 1, 1), 1);
+  EXPECT_EQ(steps(1024, 16, 100), 100);
 }
 #endif
 

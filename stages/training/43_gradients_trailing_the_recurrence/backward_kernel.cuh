@@ -352,7 +352,7 @@ __global__ void __launch_bounds__(kBackwardThreads, 1) backward_persistent(const
       dc_s[p] = dc * f;  // what c_{t-1} receives through the forget gate
     }
     __syncthreads();  // the next product writes sums_s again
-    if (tid == 0) count_chunk_done(a, t, min(J, H - first_unit) * rows);
+    if (tid == 0) count_chunk_done(a, t, max(0, min(J, H - first_unit)) * rows);
   }
 
   // ---- after step 0: dh0 = W_hhᵀ · dz_0, dc0, and each pair's dz summed over the steps.

@@ -637,6 +637,11 @@ NetworkPlan make_network_plan(const ProblemSize& s, const DeviceLimits& device,
   return hold(best);
 }
 
+int trailing_chunk_steps(const ProblemSize& s, const BackwardPlan& backward, int sm_count) {
+  const bool room = backward.blocks() <= sm_count - sm_count / 4;
+  return room ? ceil_div(s.seq_len, kTrailingChunks) : s.seq_len;
+}
+
 Plan make_plan(const ProblemSize& s, const DeviceLimits& device, const PlanRequest& request) {
   Plan plan;
   plan.forward = make_forward_plan(s, device, request);

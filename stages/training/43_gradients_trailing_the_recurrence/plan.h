@@ -295,6 +295,15 @@ NetworkPlan make_network_plan(const ProblemSize& size, const DeviceLimits& devic
 Plan make_plan(const ProblemSize& size, const DeviceLimits& device,
                const PlanRequest& request = {});
 
+/// Chunks of steps a layer's input and weight gradients are split into where they trail the
+/// backward recurrence (stage 43): T / kTrailingChunks steps each, rounded up.
+constexpr int kTrailingChunks = 4;
+
+/// The steps of one such chunk: ceil(T / kTrailingChunks) where the recurrence's blocks (one a
+/// SM) leave at least a quarter of `sm_count` to the GEMMs, else T: one chunk, after the
+/// recurrence, as in stage 41 (beside 128 blocks of 132 the chunks' GEMMs measured slower).
+int trailing_chunk_steps(const ProblemSize& size, const BackwardPlan& backward, int sm_count);
+
 /// The largest H that fits at the other sizes of `size` (for the refusal message).
 int largest_hidden_that_fits(const ProblemSize& size, const DeviceLimits& device);
 

@@ -122,10 +122,6 @@ __global__ void wait_for_chunk(const unsigned* count, unsigned target) {
     __nanosleep(kPollSleepNs);
   }
 }
-/// The steps of a chunk whose gradients trail the recurrence: kTrailingChunks chunks a sequence
-/// (fewer where T is shorter).
-constexpr int kTrailingChunks = 4;
-int trailing_chunk_steps(int seq_len) { return ceil_div(seq_len, kTrailingChunks); }
 const void* backward_kernel_for(Precision precision, const BackwardPlan& plan) {
   if (plan.cluster_blocks == kOneCluster)
     return precision == Precision::kBf16
@@ -214,7 +210,7 @@ class PersistentTraining final : public TrainingStage {
                                static_cast<std::size_t>(s.seq_len) * s.batch;
     const std::size_t halves =
         exchange + w_ih_values(s) + operand_values(s) + sequence + kGates * sequence;
-    const std::size_t counts = s.layers * ceil_div(s.seq_len, trailing_chunk_steps(s.seq_len));
+    const std::size_t counts = s.layers * kTrailingChunks;
     return floats * sizeof(float) + halves * sizeof(std::uint16_t) + 3 * kCublasWorkspaceBytes +
            counts * sizeof(unsigned) +
            (plan.fits ? fragment_offset(s, plan.network, s.layers) * sizeof(uint4) +
@@ -302,7 +298,8 @@ class PersistentTraining final : public TrainingStage {
     backward_fragments_.allocate(backward_fragment_bytes(s, plan_.backward) / sizeof(uint4));
     operand_16_.allocate(operand_values(s));
     hidden_16_.allocate(T * state);
-    chunk_done_.allocate(s.layers * ceil_div(s.seq_len, trailing_chunk_steps(s.seq_len)));
+    chunk_done_.allocate(s.layers * kTrailingChunks);
+    sm_count_ = prop.multiProcessorCount;
     cluster_sums_.allocate(cluster_sums_values(plan_.backward));
     prepare_weights(t, nullptr);
     CUDA_CHECK(cudaDeviceSynchronize());  // done before a pass on any stream
@@ -413,7 +410,7 @@ class PersistentTraining final : public TrainingStage {
     const float one = 1.0f, zero = 0.0f;
     const cudaDataType_t type_16 = data_type_16();
     const BackwardPlan& plan = plan_.backward;
-    const int chunk_steps = trailing_chunk_steps(s.seq_len);
+    const int chunk_steps = trailing_chunk_steps(s, plan, sm_count_);
     const int chunks = ceil_div(s.seq_len, chunk_steps);
     CUDA_CHECK(cudaMemsetAsync(chunk_done_.data(), 0, s.layers * chunks * sizeof(unsigned), stream));
     for (int l = s.layers - 1; l >= 0; --l) {
@@ -476,7 +473,7 @@ class PersistentTraining final : public TrainingStage {
         launch_in_clusters(backward_kernel_for(flags_.precision, plan), &args, plan.blocks(),
                            plan.threads, plan.shared_bytes, stream, plan.cluster_blocks,
                            plan.cluster_blocks != kOneCluster || plan.span > 1,
-                           args.batch_end == B ? started_ : nullptr);
+                           args.batch_end == B && chunks > 1 ? started_ : nullptr);
       }
       CUDA_CHECK(cudaEventRecord(recurrence_done_, stream));
 
@@ -487,8 +484,8 @@ class PersistentTraining final : public TrainingStage {
       // rounded here; W_ih in prepare), FP32 sums and FP32 results. d(input) = W_ih^T · dz;
       // dW_ih = dz · input^T and dW_hh = dz · h_{t-1}^T (row-major 4H x K results are column-major
       // K x 4H = input · dz^T), written by the first chunk (beta = 0), added to by the others.
-      for (cudaStream_t side : {input_stream_, weights_stream_})
-        CUDA_CHECK(cudaStreamWaitEvent(side, started_));
+      for (cudaStream_t side : {input_stream_, weights_stream_})  // one chunk: after the end
+        CUDA_CHECK(cudaStreamWaitEvent(side, chunks > 1 ? started_ : recurrence_done_));
       round_to_16_bits(input_sequence, operand_16_.data(),
                        static_cast<std::size_t>(columns) * input_size, flags_.precision,
                        weights_stream_);
@@ -500,8 +497,9 @@ class PersistentTraining final : public TrainingStage {
         const std::uint16_t* dz_chunk = dz16 + static_cast<std::size_t>(first) * four_h;
         const float beta = c == 0 ? 0.0f : 1.0f;
         for (cudaStream_t side : {input_stream_, weights_stream_})
-          wait_for_chunk<<<1, 1, 0, side>>>(chunk_done_.data() + l * chunks + c,
-                                            static_cast<unsigned>(H) * B);
+          if (chunks > 1)
+            wait_for_chunk<<<1, 1, 0, side>>>(chunk_done_.data() + l * chunks + c,
+                                              static_cast<unsigned>(H) * B);
         CUDA_CHECK(cudaGetLastError());
         CUBLAS_CHECK(cublasGemmEx(input_cublas_, CUBLAS_OP_N, CUBLAS_OP_N, input_size, count,
                                   four_h, &one, w_ih_16(s, l), type_16, input_size, dz_chunk,
@@ -802,6 +800,7 @@ class PersistentTraining final : public TrainingStage {
   DeviceBuffer<std::uint16_t> operand_16_;  // a layer's input sequence in 16 bits
   DeviceBuffer<std::uint16_t> hidden_16_;   // a layer's h sequence (h0 .. h_{T-2}) in 16 bits
   DeviceBuffer<unsigned> chunk_done_;       // [layer][chunk]: the backward kernel's counts
+  int sm_count_ = 0;                        // the GPU's, for trailing_chunk_steps
   DeviceBuffer<std::uint16_t> dz_16_[2];    // (T, B, 4H): dz in 16 bits, layer l in [l % 2]
   DeviceBuffer<uint4> backward_fragments_;  // every layer's W_hhᵀ as the backward's A fragments
   DeviceBuffer<unsigned long long> cluster_sums_;  // the backward's sums between clusters
