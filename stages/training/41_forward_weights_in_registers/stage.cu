@@ -216,7 +216,7 @@ class PersistentTraining final : public TrainingStage {
     // The refusal the harness gets from unsupported_reason(): what does not fit and what would.
     if (std::string why = unsupported_reason(s, prop); !why.empty()) throw UnsupportedError(why);
     if (flags_.verbose) {
-      std::cerr << "training/38_weight_gradients_beside_the_recurrence plan ("
+      std::cerr << "training/41_forward_weights_in_registers plan ("
                 << precision_name(flags_.precision) << "): " << plan_.describe() << "\n";
     }
     for (const LayerLaunch& launch : plan_.network.launches)  // one kernel may serve several
@@ -789,7 +789,7 @@ std::unique_ptr<Stage> make() {
   return std::make_unique<PersistentTraining>(Precision::kFp16);
 }
 
-/// The BF16 stage: the registry entry training/38_weight_gradients_beside_the_recurrence_bf16.
+/// The BF16 stage: the registry entry training/41_forward_weights_in_registers_bf16.
 std::unique_ptr<Stage> make_bf16() {
   return std::make_unique<PersistentTraining>(Precision::kBf16);
 }

@@ -230,7 +230,7 @@ class PersistentTraining final : public TrainingStage {
     // The refusal the harness gets from unsupported_reason(): what does not fit and what would.
     if (std::string why = unsupported_reason(s, prop); !why.empty()) throw UnsupportedError(why);
     if (flags_.verbose) {
-      std::cerr << "training/38_weight_gradients_beside_the_recurrence plan ("
+      std::cerr << "training/43_gradients_trailing_the_recurrence plan ("
                 << precision_name(flags_.precision) << "): " << plan_.describe() << "\n";
     }
     for (const LayerLaunch& launch : plan_.network.launches)  // one kernel may serve several
@@ -412,7 +412,8 @@ class PersistentTraining final : public TrainingStage {
     const BackwardPlan& plan = plan_.backward;
     const int chunk_steps = trailing_chunk_steps(s, plan, sm_count_);
     const int chunks = ceil_div(s.seq_len, chunk_steps);
-    CUDA_CHECK(cudaMemsetAsync(chunk_done_.data(), 0, s.layers * chunks * sizeof(unsigned), stream));
+    CUDA_CHECK(
+        cudaMemsetAsync(chunk_done_.data(), 0, s.layers * chunks * sizeof(unsigned), stream));
     for (int l = s.layers - 1; l >= 0; --l) {
       const Layer& kept = layers_[l];
       const int input_size = s.layer_input_size(l);
@@ -506,15 +507,15 @@ class PersistentTraining final : public TrainingStage {
                                   type_16, four_h, &zero,
                                   d_input + static_cast<std::size_t>(first) * input_size,
                                   CUDA_R_32F, input_size, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
-        CUBLAS_CHECK(cublasGemmEx(
-            weights_cublas_, CUBLAS_OP_N, CUBLAS_OP_T, input_size, four_h, count, &one,
-            operand_16_.data() + static_cast<std::size_t>(first) * input_size, type_16, input_size,
-            dz_chunk, type_16, four_h, &beta, t.grad_w_ih[l], CUDA_R_32F, input_size,
-            CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
-        CUBLAS_CHECK(cublasGemmEx(weights_cublas_, CUBLAS_OP_N, CUBLAS_OP_T, H, four_h, count,
-                                  &one, hidden_16_.data() + static_cast<std::size_t>(first) * H,
-                                  type_16, H, dz_chunk, type_16, four_h, &beta, t.grad_w_hh[l],
-                                  CUDA_R_32F, H, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+        CUBLAS_CHECK(
+            cublasGemmEx(weights_cublas_, CUBLAS_OP_N, CUBLAS_OP_T, input_size, four_h, count, &one,
+                         operand_16_.data() + static_cast<std::size_t>(first) * input_size, type_16,
+                         input_size, dz_chunk, type_16, four_h, &beta, t.grad_w_ih[l], CUDA_R_32F,
+                         input_size, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+        CUBLAS_CHECK(cublasGemmEx(weights_cublas_, CUBLAS_OP_N, CUBLAS_OP_T, H, four_h, count, &one,
+                                  hidden_16_.data() + static_cast<std::size_t>(first) * H, type_16,
+                                  H, dz_chunk, type_16, four_h, &beta, t.grad_w_hh[l], CUDA_R_32F,
+                                  H, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
       }
       CUDA_CHECK(cudaEventRecord(dx_done_, input_stream_));
       // The bias gradient: the kernel writes its rows at its end.
@@ -855,7 +856,7 @@ std::unique_ptr<Stage> make() {
   return std::make_unique<PersistentTraining>(Precision::kFp16);
 }
 
-/// The BF16 stage: the registry entry training/38_weight_gradients_beside_the_recurrence_bf16.
+/// The BF16 stage: the registry entry training/43_gradients_trailing_the_recurrence_bf16.
 std::unique_ptr<Stage> make_bf16() {
   return std::make_unique<PersistentTraining>(Precision::kBf16);
 }
