@@ -677,6 +677,34 @@ MUTATIONS = [
      "stages/training/40_algorithm_by_shape/stage.cu", "    if (by_shape == Algorithm::kPersistent &&",
      "    if (false && by_shape == Algorithm::kPersistent &&", "gpu",
      r"training_40_algorithm_by_shape\.AlgorithmByShapeLimits"),
+    # ---- training stage 44 (stage 40 with stage 20's FP32 recurrences for one batch row): its
+    # rule (CPU tests in its GPU test binary) and its delegation.
+    ("cpu", "training 44's rule sends no batch of one row to stage 20",
+     "stages/training/44_fp32_recurrences_at_batch_one/algorithm.h",
+     "kFp32RecurrencesUpToRows = 1;", "kFp32RecurrencesUpToRows = 0;",
+     "gpu", r"training_44_fp32_recurrences_at_batch_one\.AlgorithmByShapeRule"),
+    ("cpu", "training 44's rule sends two batch rows to stage 20 too",
+     "stages/training/44_fp32_recurrences_at_batch_one/algorithm.h",
+     "kFp32RecurrencesUpToRows = 1;", "kFp32RecurrencesUpToRows = 2;",
+     "gpu", r"training_44_fp32_recurrences_at_batch_one\.AlgorithmByShapeRule"),
+    ("cpu", "training 44's rule asks the GEMMs' threshold only of more than one row",
+     "stages/training/44_fp32_recurrences_at_batch_one/algorithm.h",
+     "  if (wavefront_step_macs(s) >= kGemmsFromMacs) return Algorithm::kGemms;\n"
+     "  return s.batch <= kFp32RecurrencesUpToRows",
+     "  if (s.batch <= kFp32RecurrencesUpToRows) return Algorithm::kFp32Recurrences;\n"
+     "  return wavefront_step_macs(s) >= kGemmsFromMacs ? Algorithm::kGemms : Algorithm::kPersistent;\n"
+     "  return s.batch <= kFp32RecurrencesUpToRows",
+     "gpu", r"training_44_fp32_recurrences_at_batch_one\.AlgorithmByShapeRule"),
+    ("gpu", "training 44 makes stage 20 in FP16 for its BF16 stage",
+     "stages/training/44_fp32_recurrences_at_batch_one/stage.cu",
+     "(bf16 ? fp32_recurrences::make_bf16() : fp32_recurrences::make())",
+     "fp32_recurrences::make()", "gpu",
+     r"training_44_fp32_recurrences_at_batch_one\.AlgorithmByShapeDelegation"),
+    ("gpu", "training 44 runs stage 20 wherever the shape asks for it, also where it does not fit",
+     "stages/training/44_fp32_recurrences_at_batch_one/stage.cu",
+     "    if (chosen == Algorithm::kFp32Recurrences &&",
+     "    if (false && chosen == Algorithm::kFp32Recurrences &&", "gpu",
+     r"training_44_fp32_recurrences_at_batch_one\.AlgorithmByShapeLimits"),
     # ---- training stage 09 (the small-batch backward keeps W_hh's columns in registers)
     ("gpu", "training stage 09 loads the four gate rows of a row quad's weights from its first row",
      "stages/training/09_backward_registers/backward_registers.cuh",

@@ -1,11 +1,12 @@
-// Training stage 40 (training/40_algorithm_by_shape: training stage 38 or 15, by the shape).
+// Training stages 40 (training/40_algorithm_by_shape: training stage 38 or 15, by the shape) and
+// 44 (LSTM_ALGORITHM_HAS_FP32_RECURRENCES: stage 20 for one batch row, else 43 or 15).
 // Without a GPU: the rule puts every standard configuration where the measurement put it and
-// switches at its threshold; the flags. On the GPU, in FP16 and BF16: with --algorithm pinned to
-// either stage and left to the rule, every output and gradient against the FP64 reference and
-// repeated bit for bit; the outputs are those of the stage the rule names, bit for bit (stage 38
-// at a small step, stage 15 at a large one); one stage object runs a shape of each in turn; a
-// pinned stage 38 that does not fit is refused with its reason, where the rule runs stage 15; a
-// caller's gradients-ready hook hears every layer.
+// switches at its thresholds; the flags. On the GPU, in FP16 and BF16: with --algorithm pinned to
+// each stage and left to the rule, every output and gradient against the FP64 reference and
+// repeated bit for bit; the outputs are those of the stage the rule names, bit for bit (the
+// persistent stage at a small step, stage 15 at a large one, stage 20 at one row in 44); one stage
+// object runs a shape of each in turn; a pinned persistent stage that does not fit is refused
+// with its reason, where the rule runs stage 15; a caller's gradients-ready hook hears every layer.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -37,14 +38,22 @@ struct Expected {
 
 // The standard configurations and the stage that was faster there (README.md, "Measured":
 // stage 15 and 38 in one run), except H = 512, B = 128 (stage 15 by 8%; the rule keeps 38).
+// Stage 44: stage 20 at B = 1 (its README: stages 20 and 43 in one run).
 TEST(AlgorithmByShapeRule, EveryStandardConfigurationGoesToTheFasterStage) {
   const Algorithm p = Algorithm::kPersistent, g = Algorithm::kGemms;
+#ifdef LSTM_ALGORITHM_HAS_FP32_RECURRENCES
+  const Algorithm one_row = Algorithm::kFp32Recurrences;
+#else
+  const Algorithm one_row = p;
+#endif
   const std::vector<Expected> expected = {
-      {{512, 512, 1, 100, 1}, p},    {{512, 512, 64, 100, 1}, p},   {{512, 512, 128, 100, 1}, p},
-      {{512, 512, 256, 100, 1}, g},  {{1024, 1024, 1, 100, 1}, p},  {{1024, 1024, 16, 100, 1}, p},
-      {{1024, 1024, 32, 100, 1}, p}, {{1024, 1024, 64, 100, 1}, g}, {{1024, 1024, 256, 100, 1}, g},
-      {{256, 256, 64, 100, 4}, p},   {{512, 512, 64, 100, 4}, g},   {{1024, 1024, 64, 100, 4}, g},
-      {{2048, 2048, 64, 100, 4}, g}, {{768, 768, 16, 1024, 1}, p},
+      {{512, 512, 1, 100, 1}, one_row},   {{512, 512, 64, 100, 1}, p},
+      {{512, 512, 128, 100, 1}, p},       {{512, 512, 256, 100, 1}, g},
+      {{1024, 1024, 1, 100, 1}, one_row}, {{1024, 1024, 16, 100, 1}, p},
+      {{1024, 1024, 32, 100, 1}, p},      {{1024, 1024, 64, 100, 1}, g},
+      {{1024, 1024, 256, 100, 1}, g},     {{256, 256, 64, 100, 4}, p},
+      {{512, 512, 64, 100, 4}, g},        {{1024, 1024, 64, 100, 4}, g},
+      {{2048, 2048, 64, 100, 4}, g},      {{768, 768, 16, 1024, 1}, p},
   };
   for (const Expected& e : expected)
     EXPECT_EQ(algorithm_for(e.size), e.algorithm)
@@ -63,6 +72,22 @@ TEST(AlgorithmByShapeRule, SwitchesAtTheThreshold) {
   EXPECT_EQ(algorithm_for(ProblemSize{1000, 10, 49, 5000, 1}), Algorithm::kPersistent);
 }
 
+#ifdef LSTM_ALGORITHM_HAS_FP32_RECURRENCES
+TEST(AlgorithmByShapeRule, FP32RecurrencesForOneBatchRowBelowTheThreshold) {
+  for (const int hidden : {1, 37, 256, 512, 768, 1024, 2048})
+    for (const int layers : {1, 2, 4}) {
+      EXPECT_EQ(algorithm_for(ProblemSize{hidden, 64, 1, 100, layers}), Algorithm::kFp32Recurrences)
+          << hidden << " " << layers;
+      EXPECT_EQ(algorithm_for(ProblemSize{hidden, 64, 2, 100, layers}), Algorithm::kPersistent)
+          << hidden << " " << layers;
+    }
+  // One row of a step as large as the threshold is still a matrix product for the GEMMs:
+  // 4 x 5000^2 x 1 x 2 = 2e8.
+  EXPECT_EQ(algorithm_for(ProblemSize{5000, 64, 1, 10, 2}), Algorithm::kGemms);
+  EXPECT_EQ(algorithm_for(ProblemSize{5000, 64, 1, 10, 1}), Algorithm::kFp32Recurrences);
+}
+#endif
+
 TEST(AlgorithmByShapeFlags, AlgorithmAndPrecision) {  // no GPU needed
   std::unique_ptr<Stage> stage = make();
   EXPECT_EQ(stage->precision(), Precision::kFp16);
@@ -70,6 +95,9 @@ TEST(AlgorithmByShapeFlags, AlgorithmAndPrecision) {  // no GPU needed
   apply_stage_flags(*stage, {"--precision", "bf16", "--algorithm", "gemms"});
   EXPECT_EQ(stage->precision(), Precision::kBf16);
   EXPECT_EQ(make_bf16()->precision(), Precision::kBf16);
+#ifdef LSTM_ALGORITHM_HAS_FP32_RECURRENCES
+  apply_stage_flags(*stage, {"--algorithm", "fp32_recurrences"});
+#endif
   for (const char* bad : {"fastest", "", "GEMMS"})
     EXPECT_THROW(apply_stage_flags(*make(), {"--algorithm", bad}), std::invalid_argument) << bad;
 }
@@ -102,10 +130,14 @@ struct Case {
   const char* algorithm;  // --algorithm
 };
 
-// Odd shapes through either stage; "auto" at a small step (stage 38) and at a large one (stage
-// 15: 4 x 256^2 x 256 x 4 = 2.7e8 multiply-adds).
+// Odd shapes through every stage; "auto" at a small step (the persistent stage) and at a large one
+// (stage 15: 4 x 256^2 x 256 x 4 = 2.7e8 multiply-adds), and in 44 at one row (stage 20).
 const std::vector<Case>& cases() {
   static const std::vector<Case> list = {
+#ifdef LSTM_ALGORITHM_HAS_FP32_RECURRENCES
+      {"fp32_recurrences_odd_H_I_L3", ProblemSize{37, 19, 3, 7, 3}, "fp32_recurrences"},
+      {"auto_one_row", ProblemSize{48, 20, 1, 6, 2}, "auto"},
+#endif
       {"persistent_odd_H_I_L3", ProblemSize{37, 19, 3, 7, 3}, "persistent"},
       {"persistent_B1_T1", ProblemSize{64, 64, 1, 1, 2}, "persistent"},
       {"gemms_odd_H_I_L3", ProblemSize{37, 19, 3, 7, 3}, "gemms"},
@@ -124,7 +156,7 @@ TEST_P(AlgorithmByShape, MatchesTheReferenceAndRepeats) {
   const std::string precision = kPrecisions[std::get<1>(GetParam())];
   std::unique_ptr<Stage> stage = make_stage(precision, {"--algorithm", c.algorithm});
   const Problem p = problem_for(c.size, stage->precision());
-  const std::string name = std::string("training/40 ") + precision + " " + c.label;
+  const std::string name = std::string(LSTM_STAGE_DISPLAY_NAME) + " " + precision + " " + c.label;
   const auto outputs = testing::run_twice(*stage, p.params, name, &p.upstream);
   ASSERT_FALSE(outputs.empty());
   const CheckReport report =
@@ -159,13 +191,17 @@ TEST(AlgorithmByShapeDelegation, TheRulesStageComputesEveryOutput) {
   SKIP_WITHOUT_GPU();
   for (const char* precision : kPrecisions) {
     const bool bf16 = std::string(precision) == "bf16";
-    for (const ProblemSize& size :
-         {ProblemSize{48, 20, 5, 6, 2}, ProblemSize{256, 64, 256, 3, 4}}) {
-      const bool by_gemms = algorithm_for(size) == Algorithm::kGemms;
+    for (const ProblemSize& size : {ProblemSize{48, 20, 5, 6, 2}, ProblemSize{256, 64, 256, 3, 4},
+                                    ProblemSize{48, 20, 1, 6, 2}}) {
+      const Algorithm algorithm = algorithm_for(size);
       std::unique_ptr<Stage> chosen = make_stage(precision, {});
-      std::unique_ptr<Stage> expected = by_gemms
-                                            ? (bf16 ? gemms::make_bf16() : gemms::make())
-                                            : (bf16 ? persistent::make_bf16() : persistent::make());
+      std::unique_ptr<Stage> expected =
+          algorithm == Algorithm::kGemms ? (bf16 ? gemms::make_bf16() : gemms::make())
+#ifdef LSTM_ALGORITHM_HAS_FP32_RECURRENCES
+          : algorithm == Algorithm::kFp32Recurrences
+              ? (bf16 ? fp32_recurrences::make_bf16() : fp32_recurrences::make())
+#endif
+              : (bf16 ? persistent::make_bf16() : persistent::make());
       const Problem p = problem_for(size, chosen->precision());
       const std::vector<OutputTensor> got = one_pass(*chosen, p), want = one_pass(*expected, p);
       ASSERT_EQ(got.size(), want.size());
@@ -173,8 +209,8 @@ TEST(AlgorithmByShapeDelegation, TheRulesStageComputesEveryOutput) {
         ASSERT_EQ(got[i].values.size(), want[i].values.size()) << got[i].name;
         EXPECT_EQ(0, std::memcmp(got[i].values.data(), want[i].values.data(),
                                  got[i].values.size() * sizeof(float)))
-            << precision << " " << size.describe() << ": " << got[i].name << " is not stage "
-            << (by_gemms ? "15" : "38") << "'s";
+            << precision << " " << size.describe() << ": " << got[i].name << " is not that of "
+            << algorithm_name(algorithm);
       }
     }
   }
@@ -196,9 +232,10 @@ TEST(AlgorithmByShapeDelegation, OneStageRunsAShapeOfEachInTurn) {
   }
 }
 
-// H = 3000 does not fit stage 38's plan on chip (its W_hh alone is 72 MB in 16 bits), though its
-// step is small: pinned, stage 38 is refused with its reason; left to the rule, stage 15 runs it.
-TEST(AlgorithmByShapeLimits, StageFifteenWhereStageThirtyEightDoesNotFit) {
+// H = 3000 does not fit the persistent stage's plan on chip (its W_hh alone is 72 MB in 16 bits),
+// though its step is small: pinned, it is refused with its reason; left to the rule, stage 15 runs
+// it. In 44 at one row too, past stage 20 (144 MB in FP32), which is refused alike.
+TEST(AlgorithmByShapeLimits, StageFifteenWhereThePersistentStageDoesNotFit) {
   SKIP_WITHOUT_GPU();
   cudaDeviceProp prop{};
   CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
@@ -208,23 +245,40 @@ TEST(AlgorithmByShapeLimits, StageFifteenWhereStageThirtyEightDoesNotFit) {
       make_stage("fp16", {"--algorithm", "persistent"})->unsupported_reason(size, prop);
   EXPECT_NE(pinned.find("do not fit on chip"), std::string::npos) << pinned;
   EXPECT_EQ(make_stage("fp16", {})->unsupported_reason(size, prop), "");
+#ifdef LSTM_ALGORITHM_HAS_FP32_RECURRENCES
+  const ProblemSize one_row{3000, 3000, 1, 10, 1};
+  ASSERT_EQ(algorithm_for(one_row), Algorithm::kFp32Recurrences);
+  for (const char* pinned_one : {"fp32_recurrences", "persistent"}) {
+    const std::string why =
+        make_stage("fp16", {"--algorithm", pinned_one})->unsupported_reason(one_row, prop);
+    EXPECT_NE(why.find("do not fit on chip"), std::string::npos) << pinned_one << ": " << why;
+  }
+  EXPECT_EQ(make_stage("fp16", {})->unsupported_reason(one_row, prop), "");
+#endif
 }
 
-// Data-parallel training waits on a layer's gradients through the hook (stage.h): stage 38 calls
-// it once a layer, and a caller of this stage must hear it.
+// Data-parallel training waits on a layer's gradients through the hook (stage.h): the persistent
+// stages call it once a layer, and a caller of this stage must hear it.
 TEST(AlgorithmByShapeHook, TheCallersHookHearsEveryLayer) {
   SKIP_WITHOUT_GPU();
   const ProblemSize size{40, 24, 3, 5, 3};
-  std::unique_ptr<Stage> stage = make_stage("fp16", {"--algorithm", "persistent"});
-  auto& training = static_cast<TrainingStage&>(*stage);
-  std::vector<int> layers;
-  training.set_gradients_ready_hook([&](int layer, cudaStream_t) { layers.push_back(layer); });
-  one_pass(*stage, problem_for(size, stage->precision()));
-  std::vector<int> every(size.layers);
-  for (int l = 0; l < size.layers; ++l)
-    every[l] = l;
-  std::sort(layers.begin(), layers.end());
-  EXPECT_EQ(layers, every);
+  for (const char* pinned : {
+           "persistent",
+#ifdef LSTM_ALGORITHM_HAS_FP32_RECURRENCES
+           "fp32_recurrences",
+#endif
+       }) {
+    std::unique_ptr<Stage> stage = make_stage("fp16", {"--algorithm", pinned});
+    auto& training = static_cast<TrainingStage&>(*stage);
+    std::vector<int> layers;
+    training.set_gradients_ready_hook([&](int layer, cudaStream_t) { layers.push_back(layer); });
+    one_pass(*stage, problem_for(size, stage->precision()));
+    std::vector<int> every(size.layers);
+    for (int l = 0; l < size.layers; ++l)
+      every[l] = l;
+    std::sort(layers.begin(), layers.end());
+    EXPECT_EQ(layers, every) << pinned;
+  }
 }
 
 }  // namespace
