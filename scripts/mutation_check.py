@@ -687,13 +687,17 @@ MUTATIONS = [
      "stages/training/44_fp32_recurrences_at_batch_one/algorithm.h",
      "kFp32RecurrencesUpToRows = 1;", "kFp32RecurrencesUpToRows = 2;",
      "gpu", r"training_44_fp32_recurrences_at_batch_one\.AlgorithmByShapeRule"),
-    ("cpu", "training 44's rule asks the GEMMs' threshold only of more than one row",
+    ("cpu", "training 44's rule never sends a step to the GEMMs",
      "stages/training/44_fp32_recurrences_at_batch_one/algorithm.h",
-     "  if (wavefront_step_macs(s) >= kGemmsFromMacs) return Algorithm::kGemms;\n"
-     "  return s.batch <= kFp32RecurrencesUpToRows",
-     "  if (s.batch <= kFp32RecurrencesUpToRows) return Algorithm::kFp32Recurrences;\n"
-     "  return wavefront_step_macs(s) >= kGemmsFromMacs ? Algorithm::kGemms : Algorithm::kPersistent;\n"
-     "  return s.batch <= kFp32RecurrencesUpToRows",
+     "  if (wavefront_step_macs(s) >= kGemmsFromMacs) return Algorithm::kGemms;\n  const bool",
+     "  const bool", "gpu", r"training_44_fp32_recurrences_at_batch_one\.AlgorithmByShapeRule"),
+    ("cpu", "training 44's rule sends several layers of one row to stage 20",
+     "stages/training/44_fp32_recurrences_at_batch_one/algorithm.h",
+     "kFp32RecurrencesUpToLayers = 1;", "kFp32RecurrencesUpToLayers = 4;",
+     "gpu", r"training_44_fp32_recurrences_at_batch_one\.AlgorithmByShapeRule"),
+    ("cpu", "training 44's rule sends one row of H = 256 to stage 20",
+     "stages/training/44_fp32_recurrences_at_batch_one/algorithm.h",
+     "kFp32RecurrencesFromHidden = 384;", "kFp32RecurrencesFromHidden = 256;",
      "gpu", r"training_44_fp32_recurrences_at_batch_one\.AlgorithmByShapeRule"),
     ("gpu", "training 44 makes stage 20 in FP16 for its BF16 stage",
      "stages/training/44_fp32_recurrences_at_batch_one/stage.cu",

@@ -35,15 +35,23 @@ inline double wavefront_step_macs(const ProblemSize& s) {
 /// the persistent stage was faster at 1.3e8 and below, the GEMMs at 2.7e8 and above).
 constexpr double kGemmsFromMacs = 2.0e8;
 
-/// Up to this many batch rows the recurrences run in FP32 (measured, README.md): an mma's eight
-/// columns hold one row of h, and stage 20's FP32 kernels have the shorter step.
+/// Stage 20 runs a single layer of one batch row from this H on (measured, README.md): its FP32
+/// kernels have the shorter step there, an mma's eight columns holding one row of h. Below it
+/// (H = 256: stage 43 by 2-4%) and over several layers (stage 43's forward runs them in one
+/// launch as a wavefront, stage 20's one after another) stage 43 was faster.
 constexpr int kFp32RecurrencesUpToRows = 1;
+constexpr int kFp32RecurrencesUpToLayers = 1;
+constexpr int kFp32RecurrencesFromHidden = 384;
 
 /// The design for `s` by its shape alone: per-step GEMMs once a step is a real matrix product;
-/// below, the persistent kernels, in FP32 for a single batch row, on tensor cores for more.
+/// below, the persistent kernels: in FP32 for one layer of a single batch row (H >= 384), on
+/// tensor cores otherwise.
 inline Algorithm algorithm_for(const ProblemSize& s) {
   if (wavefront_step_macs(s) >= kGemmsFromMacs) return Algorithm::kGemms;
-  return s.batch <= kFp32RecurrencesUpToRows ? Algorithm::kFp32Recurrences : Algorithm::kPersistent;
+  const bool one_row = s.batch <= kFp32RecurrencesUpToRows &&
+                       s.layers <= kFp32RecurrencesUpToLayers &&
+                       s.hidden >= kFp32RecurrencesFromHidden;
+  return one_row ? Algorithm::kFp32Recurrences : Algorithm::kPersistent;
 }
 
 }  // namespace lstm::LSTM_STAGE_NAMESPACE

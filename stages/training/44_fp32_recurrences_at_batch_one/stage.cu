@@ -7,7 +7,8 @@
  * chip) and training stage 15 (one tensor-core GEMM per step, the layers as a wavefront), asks
  * algorithm.h which of them suits the problem's shape, and hands every call of the pass to that
  * one. Stage 15 from a step's work of kGemmsFromMacs multiply-adds on; below, stage 20 for one
- * batch row and stage 43 for more; where the one chosen does not fit, the next in that order.
+ * layer of one batch row (H >= 384) and stage 43 otherwise; where the one chosen does not fit, the
+ * next in that order.
  *
  * The lesson, the prediction and the measurement: README.md beside this file.
  */
