@@ -280,6 +280,23 @@ MUTATIONS = [
     ("gpu", "training 43's kernels count a chunk done at its first step instead of its last",
      "stages/training/43_gradients_trailing_the_recurrence/backward_kernel.cuh",
      "(t > 0 && (step + 1) % a.chunk_steps != 0)", "(t > 0 && step % a.chunk_steps != 0)", "gpu"),
+    # ---- issue 24: training 45_cell_update_a_thread_a_gate, the forward's cell update a thread a
+    # gate at a small batch (the tests that catch it: the by_gate_* cases, B1, the planner's test).
+    ("gpu", "training 45's pair lanes all take the input gate's value for every gate",
+     "stages/training/45_cell_update_a_thread_a_gate/kernel.cuh",
+     "gate[q] = __shfl_sync(kFullMask, activated, q, kGates);",
+     "gate[q] = __shfl_sync(kFullMask, activated, 0, kGates);", "gpu"),
+    ("gpu", "training 45 keeps the pre-activation sums in the stash instead of the activated gates",
+     "stages/training/45_cell_update_a_thread_a_gate/kernel.cuh",
+     "          sums_s[(g_pj * kGates + g_q) * Bn + g_pb] = activated;\n", "", "gpu"),
+    ("gpu", "training 45 publishes no zeros for the padding columns (the readers wait for them)",
+     "stages/training/45_cell_update_a_thread_a_gate/kernel.cuh",
+     "i < J * (Bp - rows); i += threads) {  // padding: zeros",
+     "i < 0; i += threads) {  // padding: zeros", "gpu"),
+    ("cpu", "training 45's planner updates a gate a thread where a block has more gates than threads",
+     "stages/training/45_cell_update_a_thread_a_gate/plan.cpp",
+     "J * plan.group_batch * kGates <= plan.threads;", "J * plan.group_batch <= plan.threads;",
+     "gpu", r"training_45_cell_update_a_thread_a_gate\.TrainingTensorCoresByGate"),
     # ---- issue 23: training 25_graphs_of_a_pass, the pass as two CUDA graphs
     # (the test that catches it: Tensors.APassWithOtherTensorsThanPreparedUsesThem).
     ("gpu", "training 25 records its forward graph once, never again for other tensors",

@@ -28,7 +28,9 @@
 // (LSTM_TC_HAS_SIXTEEN_CLUSTER_ROWS: up to 16 batch rows a cluster) rows16_* cases in one, two and
 // four clusters, in groups and slices, and the planner's choice of 16 rows (on the CPU); in stage
 // 43 (LSTM_TC_HAS_TRAILING_GRADIENTS: the gradients of each chunk of steps trailing the
-// recurrence) a block past H that counts no pair, and the planner's choice of chunks. The
+// recurrence) a block past H that counts no pair, and the planner's choice of chunks; in stage 45
+// (LSTM_TC_HAS_CELL_BY_GATE: the forward's cell update a thread a gate) by_gate_* cases with
+// padding columns, units past H and a last group of fewer rows, and the planner's choice. The
 // data are rounded to the precision first, as the harness does (core/quantize.h); each case is
 // checked against the FP64 reference on every output and gradient with the precision's bounds,
 // must repeat bit for bit, and prints its measured errors ([ MEASURED ]). Also: a pass with other
@@ -67,6 +69,9 @@
 #endif
 #ifndef LSTM_TC_HAS_TRAILING_GRADIENTS
 #define LSTM_TC_HAS_TRAILING_GRADIENTS 0
+#endif
+#ifndef LSTM_TC_HAS_CELL_BY_GATE
+#define LSTM_TC_HAS_CELL_BY_GATE 0
 #endif
 
 namespace lstm::LSTM_STAGE_NAMESPACE {  // the stage's, as its build names it
@@ -180,6 +185,12 @@ const std::vector<Case>& cases() {
     // leaves a quarter of the SMs has them too): clusters of two, J = 2 over 68 blocks, the last
     // starting past H = 133 (it counts no pair), three chunks of three steps, two layers.
     {"trailing_blocks_past_H_L2", ProblemSize{133, 20, 5, 9, 2}, "0,0,0,0,1,0,0,2", 0, 0, 2},
+#endif
+#if LSTM_TC_HAS_CELL_BY_GATE
+    // The cell update a thread a gate (the planner's by_gate, shown on the CPU below): three rows
+    // padded to four and the last block's units past H = 133; two groups of three and two rows.
+    {"by_gate_H133_B3", ProblemSize{133, 20, 3, 9, 1}, ""},
+    {"by_gate_H1000_B5_groups2", ProblemSize{1000, 64, 5, 4, 1}, "8,256,2,0"},
 #endif
   };
   return list;
@@ -416,6 +427,36 @@ TEST(TrainingTensorCoresBackwardWarps, HalfTheBackwardWarpsWhereTheBatchHasFourR
 }
 #endif
 
+#if LSTM_TC_HAS_CELL_BY_GATE
+// Where the forward updates the cells a thread a gate (on the CPU, the H100's limits): the
+// planner's held plans of a small batch, and the by_gate_* cases above; not where a block has
+// more gates than threads (H = 512, B = 64), nor where W is not held (a wavefront launch).
+TEST(TrainingTensorCoresByGate, TheCellUpdateAThreadAGateWhereTheGatesFit) {
+  DeviceLimits h100;
+  h100.sm_count = 132;
+  h100.shared_bytes = 227 * 1024;
+  h100.pair_clusters = 66;
+  h100.whole_clusters = 7;
+  const auto by_gate = [&](const ProblemSize& s, const std::string& pinned) {
+    PlanRequest request;
+    if (!pinned.empty()) request = parse_plan_request(pinned);
+    const Plan plan = make_plan(s, h100, request);
+    EXPECT_TRUE(plan.fits) << plan.why;
+    const ForwardPlan& f = plan.network.launches.front().layers.front();
+    EXPECT_EQ(f.by_gate, f.held_tiles > 0 && f.tile_batch == 8 &&
+                             f.units_per_block * f.group_batch * 4 <= f.threads)
+        << s.describe() << ": " << f.describe();
+    return f.by_gate;
+  };
+  EXPECT_TRUE(by_gate({512, 512, 1, 100, 1}, ""));
+  EXPECT_TRUE(by_gate({1024, 1024, 4, 100, 1}, ""));
+  EXPECT_TRUE(by_gate({133, 20, 3, 9, 1}, ""));
+  EXPECT_TRUE(by_gate({1000, 64, 5, 4, 1}, "8,256,2,0"));
+  EXPECT_FALSE(by_gate({512, 512, 64, 100, 1}, ""));
+  EXPECT_FALSE(by_gate({512, 512, 64, 100, 4}, ""));
+}
+#endif
+
 #if LSTM_TC_HAS_TRAILING_GRADIENTS
 // The chunks the gradients trail the recurrence in (on the CPU, the H100's limits): four where
 // the backward's blocks leave a quarter of the SMs (one cluster of 16 at H = 512, B = 1; four at
@@ -465,8 +506,8 @@ TEST(TrainingTensorCoresOneCluster, OneClusterWhereHAndTheBatchFitStage30sPlanEl
             kOneCluster);  // 8 clusters needed, 7 resident: two launches
 #endif
 #if LSTM_TC_HAS_CLUSTER_SPAN
-  const Plan pinned = make_plan(ProblemSize{1024, 1024, 1, 100, 1}, h100,
-                                parse_plan_request("0,0,0,0,0,0,0,16,1"));
+  const Plan pinned =
+      make_plan(ProblemSize{1024, 1024, 1, 100, 1}, h100, parse_plan_request("0,0,0,0,0,0,0,16,1"));
 #else
   EXPECT_NE(make_plan(ProblemSize{1024, 1024, 1, 100, 1}, h100).backward.cluster_blocks,
             kOneCluster);  // 4H x H does not fit in 16 blocks

@@ -1,6 +1,6 @@
 /*! \file
  *  \brief Training stage 44: training stage 40 with a third design, training stage 20's FP32
- *         recurrences, for a batch of one row.
+ *         recurrences, for one layer of one batch row.
  *
  * No kernels of its own: the stage holds training stage 20 (the recurrences in FP32 on the FMA
  * units, the GEMMs on tensor cores), training stage 43 (the recurrences on tensor cores, W_hh on
