@@ -1,5 +1,6 @@
 // Training stages 40 (training/40_algorithm_by_shape: training stage 38 or 15, by the shape) and
-// 44 (LSTM_ALGORITHM_HAS_FP32_RECURRENCES: stage 20 for one batch row, else 43 or 15).
+// 44 (LSTM_ALGORITHM_HAS_FP32_RECURRENCES: stage 20 for one layer of one batch row from H = 384,
+// else 43 or 15).
 // Without a GPU: the rule puts every standard configuration where the measurement put it and
 // switches at its thresholds; the flags. On the GPU, in FP16 and BF16: with --algorithm pinned to
 // each stage and left to the rule, every output and gradient against the FP64 reference and
