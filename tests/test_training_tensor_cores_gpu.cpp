@@ -198,6 +198,19 @@ const std::vector<Case>& cases() {
 
 const char* kPrecisions[] = {"fp16", "bf16"};
 
+#if LSTM_TC_HAS_ONE_CLUSTER
+/// The H100's limits for the planner tests of the cluster backward that run without a GPU: 132
+/// SMs, 227 KiB of shared memory a block, 66 clusters of two and 7 whole clusters of 16 at once.
+inline DeviceLimits h100_limits() {
+  DeviceLimits h100;
+  h100.sm_count = 132;
+  h100.shared_bytes = 227 * 1024;
+  h100.pair_clusters = 66;
+  h100.whole_clusters = 7;
+  return h100;
+}
+#endif
+
 std::unique_ptr<Stage> make_stage(const std::string& precision, const std::string& plan,
                                   int layers_per_launch = 0) {
   std::unique_ptr<Stage> stage = precision == "bf16" ? make_bf16() : make();
@@ -432,11 +445,7 @@ TEST(TrainingTensorCoresBackwardWarps, HalfTheBackwardWarpsWhereTheBatchHasFourR
 // planner's held plans of a small batch, and the by_gate_* cases above; not where a block has
 // more gates than threads (H = 512, B = 64), nor where W is not held (a wavefront launch).
 TEST(TrainingTensorCoresByGate, TheCellUpdateAThreadAGateWhereTheGatesFit) {
-  DeviceLimits h100;
-  h100.sm_count = 132;
-  h100.shared_bytes = 227 * 1024;
-  h100.pair_clusters = 66;
-  h100.whole_clusters = 7;
+  const DeviceLimits h100 = h100_limits();
   const auto by_gate = [&](const ProblemSize& s, const std::string& pinned) {
     PlanRequest request;
     if (!pinned.empty()) request = parse_plan_request(pinned);
@@ -463,11 +472,7 @@ TEST(TrainingTensorCoresByGate, TheCellUpdateAThreadAGateWhereTheGatesFit) {
 // H = 1024, B = 4), fewer where T is shorter; one, after the recurrence, where its pairs of
 // blocks take 128 SMs (H = 1024, B = 16).
 TEST(TrainingTensorCoresTrailing, ChunksWhereTheRecurrenceLeavesAQuarterOfTheSms) {
-  DeviceLimits h100;
-  h100.sm_count = 132;
-  h100.shared_bytes = 227 * 1024;
-  h100.pair_clusters = 66;
-  h100.whole_clusters = 7;
+  const DeviceLimits h100 = h100_limits();
   const auto steps = [&](int hidden, int batch, int seq_len) {
     const ProblemSize s{hidden, hidden, batch, seq_len, 1};
     const Plan plan = make_plan(s, h100);
@@ -488,11 +493,7 @@ TEST(TrainingTensorCoresTrailing, ChunksWhereTheRecurrenceLeavesAQuarterOfTheSms
 // B <= 56), stage 30's plan elsewhere and where no cluster of 16 can be resident; a pinned one
 // that does not fit is refused with the reason.
 TEST(TrainingTensorCoresOneCluster, OneClusterWhereHAndTheBatchFitStage30sPlanElsewhere) {
-  DeviceLimits h100;
-  h100.sm_count = 132;
-  h100.shared_bytes = 227 * 1024;
-  h100.pair_clusters = 66;
-  h100.whole_clusters = 7;
+  const DeviceLimits h100 = h100_limits();
   for (int batch : {1, 4, 8, 9, 56}) {
     const Plan plan = make_plan(ProblemSize{512, 512, batch, 100, 1}, h100);
     ASSERT_TRUE(plan.fits) << plan.why;
@@ -531,11 +532,7 @@ TEST(TrainingTensorCoresOneCluster, OneClusterWhereHAndTheBatchFitStage30sPlanEl
 // refused with the reason: a span H does not need, groups that cannot all be resident, a span
 // past kMaxSpannedClusters.
 TEST(TrainingTensorCoresClusterSpan, MostClustersThatFitStage30sPlanElsewhere) {
-  DeviceLimits h100;
-  h100.sm_count = 132;
-  h100.shared_bytes = 227 * 1024;
-  h100.pair_clusters = 66;
-  h100.whole_clusters = 7;
+  const DeviceLimits h100 = h100_limits();
   for (int batch : {1, 4, 8}) {
     const BackwardPlan b = make_plan(ProblemSize{1024, 1024, batch, 100, 1}, h100).backward;
     EXPECT_EQ(b.cluster_blocks, kOneCluster) << batch;
@@ -574,11 +571,7 @@ TEST(TrainingTensorCoresClusterSpan, MostClustersThatFitStage30sPlanElsewhere) {
 // stage 30's plan elsewhere (H = 512, B = 128: 8 groups; H = 1024, B = 9-16: 16 rows over four
 // clusters only pinned, B = 12 at most there); pinned rows past what fits refused.
 TEST(TrainingTensorCoresSixteenRows, SixteenRowsWhereGroupsOfEightDoNotFit) {
-  DeviceLimits h100;
-  h100.sm_count = 132;
-  h100.shared_bytes = 227 * 1024;
-  h100.pair_clusters = 66;
-  h100.whole_clusters = 7;
+  const DeviceLimits h100 = h100_limits();
   const auto backward = [&](int hidden, int batch, int layers = 1) {
     return make_plan(ProblemSize{hidden, hidden, batch, 100, layers}, h100).backward;
   };
