@@ -39,7 +39,8 @@ def stage_tests(file):
 # stage whose folder holds the file (stages/training/07_staged_dz/... -> training_07_staged_dz:
 # each stage's GPU tests and its runs in gpu_tests carry that name, tests/CMakeLists.txt); the
 # other stages' tests do not exercise it and would only slow the check down. A GPU mutation
-# outside a stage's folder names its tests.
+# outside a stage's folder names its tests. A CPU mutation runs every test of its label, unless it
+# names its tests (a stage's rule, tested by the CPU cases of its GPU test binary).
 MUTATIONS = [
     ("gpu", "stage 00 swaps the f and g gates in the cell update", "stages/forward/00_naive/stage.cu",
      "cell_.data(), gates_[0].data(), gates_[1].data(), gates_[2].data()",
@@ -726,6 +727,28 @@ MUTATIONS = [
      "    if (chosen == Algorithm::kFp32Recurrences &&",
      "    if (false && chosen == Algorithm::kFp32Recurrences &&", "gpu",
      r"training_44_fp32_recurrences_at_batch_one\.AlgorithmByShapeLimits"),
+    # ---- training stage 46 (FP32: stage 25, 13, 05 or 04, by the shape): its rule (CPU tests in
+    # its GPU test binary) and its delegation.
+    ("cpu", "training 46's rule keeps a layer's step of exactly the GEMMs' threshold persistent",
+     "stages/training/46_fp32_algorithm_by_shape/algorithm.h", ">= kGemmsFromMacs)", "> kGemmsFromMacs)",
+     "gpu", r"training_46_fp32_algorithm_by_shape\.Fp32AlgorithmByShapeRule"),
+    ("cpu", "training 46's rule sends one layer of 64 rows to the wavefront",
+     "stages/training/46_fp32_algorithm_by_shape/algorithm.h", "s.layers > 1 &&", "s.layers >= 1 &&",
+     "gpu", r"training_46_fp32_algorithm_by_shape\.Fp32AlgorithmByShapeRule"),
+    ("cpu", "training 46's rule sends 32 rows over several layers to the wavefront",
+     "stages/training/46_fp32_algorithm_by_shape/algorithm.h", "kWavefrontFromRows = 64;", "kWavefrontFromRows = 32;",
+     "gpu", r"training_46_fp32_algorithm_by_shape\.Fp32AlgorithmByShapeRule"),
+    ("cpu", "training 46's rule sends a step of 1.7e7 multiply-adds to stage 25",
+     "stages/training/46_fp32_algorithm_by_shape/algorithm.h", ">= kPartialSumsFromMacs ?", ">= 2 * kPartialSumsFromMacs ?",
+     "gpu", r"training_46_fp32_algorithm_by_shape\.Fp32AlgorithmByShapeRule"),
+    ("gpu", "training 46 makes stage 25 for stage 13",
+     "stages/training/46_fp32_algorithm_by_shape/stage.cu", ": algorithm == Algorithm::kPartialSums ? partial_sums::make()",
+     ": algorithm == Algorithm::kPartialSums ? persistent::make()", "gpu",
+     r"training_46_fp32_algorithm_by_shape\.Fp32AlgorithmByShapeDelegation"),
+    ("gpu", "training 46 runs stage 13 wherever the rule falls back to it, also where it does not fit",
+     "stages/training/46_fp32_algorithm_by_shape/stage.cu", "    if (chosen == Algorithm::kPartialSums &&",
+     "    if (false && chosen == Algorithm::kPartialSums &&", "gpu",
+     r"training_46_fp32_algorithm_by_shape\.Fp32AlgorithmByShapeLimits"),
     # ---- training stage 09 (the small-batch backward keeps W_hh's columns in registers)
     ("gpu", "training stage 09 loads the four gate rows of a row quad's weights from its first row",
      "stages/training/09_backward_registers/backward_registers.cuh",
@@ -897,7 +920,7 @@ def main():
                 continue
             ctest = ["ctest", "--test-dir", args.build, "-L", test_label, "--parallel", "4",
                      "--timeout", str(args.test_timeout)]
-            if kind == "gpu":
+            if kind == "gpu" or tests:
                 ctest += ["-R", tests[0] if tests else stage_tests(file)]
             if run(ctest, "/tmp/mutation_test.log") == 0:
                 results.append(f"MISSED  {label}: every '{test_label}' test still passes")

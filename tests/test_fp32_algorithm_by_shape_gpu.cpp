@@ -33,36 +33,49 @@ struct Expected {
   Algorithm algorithm;
 };
 
-// The standard configurations and the stage that was faster there (README.md, "Measured").
-TEST(Fp32AlgorithmByShapeRule, EveryStandardConfigurationGoesToTheFasterStage) {
+// The standard configurations, and the other shapes of the harness's sweep, and the stage that
+// was faster there (README.md, "The idea": the four stages in one run).
+TEST(Fp32AlgorithmByShapeRule, EveryMeasuredShapeGoesToTheFasterStage) {
   const Algorithm p = Algorithm::kPersistent, s = Algorithm::kPartialSums,
                   w = Algorithm::kLayerWavefront, g = Algorithm::kLayerByLayer;
-  const std::vector<Expected> expected = {
-      {{512, 512, 1, 100, 1}, p},    {{512, 512, 4, 100, 1}, p},    {{512, 512, 8, 100, 1}, s},
-      {{512, 512, 64, 100, 1}, s},   {{512, 512, 128, 100, 1}, g},  {{512, 512, 256, 100, 1}, g},
-      {{1024, 1024, 1, 100, 1}, p},  {{1024, 1024, 2, 100, 1}, p},  {{1024, 1024, 4, 100, 1}, s},
-      {{1024, 1024, 16, 100, 1}, s}, {{1024, 1024, 32, 100, 1}, g}, {{1024, 1024, 256, 100, 1}, g},
-      {{256, 256, 64, 100, 4}, s},   {{512, 512, 64, 100, 4}, w},   {{1024, 1024, 64, 100, 4}, g},
-      {{2048, 2048, 64, 100, 4}, g},
-  };
+  std::vector<Expected> expected;
+  const Algorithm h512[] = {p, p, p, p, s, s, s, g, g}, h1024[] = {p, p, s, s, s, g, g, g, g};
+  for (int i = 0, b = 1; b <= 256; ++i, b *= 2) {
+    expected.push_back({{512, 512, b, 100, 1}, h512[i]});
+    expected.push_back({{1024, 1024, b, 100, 1}, h1024[i]});
+  }
+  for (const Expected& e : std::vector<Expected>{{{256, 256, 64, 100, 4}, w},
+                                                 {{512, 512, 64, 100, 4}, w},
+                                                 {{1024, 1024, 64, 100, 4}, g},
+                                                 {{2048, 2048, 64, 100, 4}, g},
+                                                 {{512, 512, 4, 100, 4}, p},
+                                                 {{512, 512, 16, 100, 4}, s},
+                                                 {{512, 512, 32, 100, 4}, s},
+                                                 {{1024, 1024, 4, 100, 4}, s},
+                                                 {{1024, 1024, 16, 100, 4}, s},
+                                                 {{512, 512, 32, 100, 2}, s}})
+    expected.push_back(e);
   for (const Expected& e : expected)
     EXPECT_EQ(algorithm_for(e.size), e.algorithm)
         << e.size.describe() << ": " << algorithm_name(algorithm_for(e.size));
 }
 
 TEST(Fp32AlgorithmByShapeRule, SwitchesAtTheThresholds) {
-  // A layer's step, 4 H^2 B: H = 500, B = 100 gives exactly 1e8; the layers do not count here.
+  // A layer's step, 4 H^2 B: H = 500, B = 100 gives exactly 1e8, whatever the layers.
   EXPECT_EQ(layer_step_macs(ProblemSize{500, 500, 100, 10, 1}), kGemmsFromMacs);
   EXPECT_EQ(algorithm_for(ProblemSize{500, 500, 100, 10, 1}), Algorithm::kLayerByLayer);
   EXPECT_EQ(algorithm_for(ProblemSize{500, 500, 100, 10, 3}), Algorithm::kLayerByLayer);
   EXPECT_EQ(algorithm_for(ProblemSize{500, 500, 99, 10, 1}), Algorithm::kPartialSums);
-  // Every layer's step: 4 x 500^2 x 50 x L reaches 1e8 at L = 2.
-  EXPECT_EQ(algorithm_for(ProblemSize{500, 500, 50, 10, 2}), Algorithm::kLayerWavefront);
-  EXPECT_EQ(algorithm_for(ProblemSize{500, 500, 49, 10, 2}), Algorithm::kPartialSums);
-  // B x H: 4096 values of h a step.
-  EXPECT_EQ(algorithm_for(ProblemSize{512, 512, 8, 10, 1}), Algorithm::kPartialSums);
-  EXPECT_EQ(algorithm_for(ProblemSize{511, 511, 8, 10, 1}), Algorithm::kPersistent);
-  EXPECT_EQ(algorithm_for(ProblemSize{4096, 64, 1, 10, 1}), Algorithm::kPartialSums);
+  // The wavefront: 64 rows over two layers or more.
+  EXPECT_EQ(algorithm_for(ProblemSize{256, 256, 64, 10, 2}), Algorithm::kLayerWavefront);
+  EXPECT_EQ(algorithm_for(ProblemSize{256, 256, 63, 10, 2}), Algorithm::kPartialSums);
+  EXPECT_EQ(algorithm_for(ProblemSize{256, 256, 64, 10, 1}), Algorithm::kPartialSums);
+  EXPECT_EQ(algorithm_for(ProblemSize{64, 64, 99, 10, 4}), Algorithm::kLayerWavefront);
+  // Stage 13: H = 500, B = 12 gives exactly 1.2e7.
+  EXPECT_EQ(layer_step_macs(ProblemSize{500, 500, 12, 10, 1}), kPartialSumsFromMacs);
+  EXPECT_EQ(algorithm_for(ProblemSize{500, 500, 12, 10, 1}), Algorithm::kPartialSums);
+  EXPECT_EQ(algorithm_for(ProblemSize{500, 500, 11, 10, 1}), Algorithm::kPersistent);
+  EXPECT_EQ(algorithm_for(ProblemSize{500, 500, 11, 10, 4}), Algorithm::kPersistent);
   // T and I do not count.
   EXPECT_EQ(algorithm_for(ProblemSize{500, 10, 99, 5000, 1}), Algorithm::kPartialSums);
 }
@@ -96,12 +109,12 @@ Problem problem_for(const ProblemSize& size) {
   return Problem{generate_params(size, 21), generate_upstream(size, 22)};
 }
 
-// A shape the rule gives to each stage: persistent (B x H = 240), partial sums (B x H = 5120),
-// the wavefront (3 x 4 x 512^2 x 48 = 1.5e8 a wavefront step) and layer by layer (4 x 256^2 x 400
-// = 1.05e8 a layer's step).
+// A shape the rule gives to each stage: persistent (4 x 48^2 x 5 = 4.6e4 multiply-adds a layer's
+// step), partial sums (4 x 300^2 x 40 = 1.4e7), the wavefront (64 rows, 2 layers) and layer by
+// layer (4 x 256^2 x 400 = 1.05e8).
 const std::vector<ProblemSize>& shape_of_each() {
   static const std::vector<ProblemSize> shapes = {
-      {48, 20, 5, 6, 2}, {128, 40, 40, 5, 1}, {512, 64, 48, 3, 3}, {256, 64, 400, 3, 1}};
+      {48, 20, 5, 6, 2}, {300, 40, 40, 4, 1}, {64, 24, 64, 5, 2}, {256, 64, 400, 3, 1}};
   return shapes;
 }
 

@@ -41,26 +41,28 @@ inline double layer_step_macs(const ProblemSize& s) {
 }
 
 /// From this much work a layer's step on, one GEMM a step over the whole GPU beats the persistent
-/// kernels' loops over each SM's share of W_hh (measured, README.md).
+/// kernels' loops over each SM's share of W_hh (measured, README.md: the persistent stages were
+/// faster at 6.7e7 and below, stage 04 at 1.3e8 and above).
 constexpr double kGemmsFromMacs = 1.0e8;
 
-/// From this much work a wavefront step (every layer's step, L x layer_step_macs) on, the layers
-/// of per-step GEMMs side by side beat the persistent kernels, which run the layers one after
-/// another (measured, README.md).
-constexpr double kWavefrontFromMacs = 1.0e8;
+/// Over several layers, from this many batch rows on, stage 05's per-step GEMMs with the layers
+/// side by side beat the persistent kernels, which run the layers one after another and whose
+/// step grows with the rows (measured, README.md: 13 faster at B = 32, 05 at B = 64).
+constexpr int kWavefrontFromRows = 64;
 
-/// From this many values of h a step (B x H) on, stage 13's backward, each block reading only its
-/// own units' partial sums, beats stage 25's, each block reading all of dz (measured, README.md).
-constexpr double kPartialSumsFromValues = 4096;
+/// From this much work a layer's step on, stage 13's backward, each block reading only its own
+/// units' partial sums of dh, beats stage 25's, each block reading all of dz (measured, README.md:
+/// 25 faster at 8.4e6 and below, 13 at 1.7e7 and above).
+constexpr double kPartialSumsFromMacs = 1.2e7;
 
-/// The design for `s` by its shape alone: per-step GEMMs once a layer's step is a real matrix
-/// product, layer by layer; side by side over several layers once the layers together are;
-/// below, the persistent kernels, stage 13's from a batch's worth of h on.
+/// The design for `s` by its shape alone: per-step GEMMs, layer by layer, once a layer's step is
+/// a real matrix product; side by side over several layers of a large batch; below, the
+/// persistent kernels, stage 13's from a mid-sized step on.
 inline Algorithm algorithm_for(const ProblemSize& s) {
   if (layer_step_macs(s) >= kGemmsFromMacs) return Algorithm::kLayerByLayer;
-  if (layer_step_macs(s) * s.layers >= kWavefrontFromMacs) return Algorithm::kLayerWavefront;
-  return double(s.batch) * s.hidden >= kPartialSumsFromValues ? Algorithm::kPartialSums
-                                                              : Algorithm::kPersistent;
+  if (s.layers > 1 && s.batch >= kWavefrontFromRows) return Algorithm::kLayerWavefront;
+  return layer_step_macs(s) >= kPartialSumsFromMacs ? Algorithm::kPartialSums
+                                                    : Algorithm::kPersistent;
 }
 
 }  // namespace lstm::LSTM_STAGE_NAMESPACE

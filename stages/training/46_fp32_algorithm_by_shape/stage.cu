@@ -57,14 +57,14 @@ class AlgorithmByShape final : public TrainingStage {
     const Algorithm algorithm = choose(t.size, current_device());
     if (verbose_)
       std::printf(
-          "algorithm: %s (%s); a layer's step: %.3g multiply-adds (layer by layer from %.3g), "
-          "every layer's: %.3g (the wavefront from %.3g); B x H = %d (partial sums from %.0f)\n",
+          "algorithm: %s (%s); a layer's step: %.3g multiply-adds (stage 13 from %.3g, layer by "
+          "layer from %.3g); B = %d, L = %d (the wavefront from B = %d over several layers)\n",
           algorithm_name(algorithm),
           algorithm_name_ != "auto"            ? "--algorithm"
           : algorithm == algorithm_for(t.size) ? "by the shape"
                                                : "the shape's stage does not fit",
-          layer_step_macs(t.size), kGemmsFromMacs, layer_step_macs(t.size) * t.size.layers,
-          kWavefrontFromMacs, t.size.batch * t.size.hidden, kPartialSumsFromValues);
+          layer_step_macs(t.size), kPartialSumsFromMacs, kGemmsFromMacs, t.size.batch,
+          t.size.layers, kWavefrontFromRows);
     active_ = &stage(algorithm);
     // The other stages' device memory goes (an earlier shape may have prepared them).
     for (const Algorithm other : kAlgorithms)
