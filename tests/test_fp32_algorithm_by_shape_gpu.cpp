@@ -230,16 +230,20 @@ TEST(Fp32AlgorithmByShapeDelegation, OneStageRunsAShapeOfEachInTurn) {
   }
 }
 
-// H = 3000 does not fit the persistent stages' plans on chip (W_hh alone is 144 MB in FP32),
-// though its step is small: pinned, each is refused with its reason; left to the rule, per-step
-// GEMMs run it (stage 04 for one layer, 05 for two).
+// H = 1700 and 3000 do not fit the persistent stages' plans on chip (W_hh alone is 46 and
+// 144 MB in FP32), though their steps are small: pinned, each is refused with its reason; left to
+// the rule, which names stage 25 (H = 1700: 1.16e7 multiply-adds a layer's step) or stage 13
+// (H = 3000: 3.6e7), per-step GEMMs run them (stage 04 for one layer, 05 for two).
 TEST(Fp32AlgorithmByShapeLimits, PerStepGemmsWhereThePersistentStagesDoNotFit) {
   SKIP_WITHOUT_GPU();
   cudaDeviceProp prop{};
   CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
   for (const ProblemSize& size :
-       {ProblemSize{3000, 3000, 1, 10, 1}, ProblemSize{3000, 3000, 1, 10, 2}}) {
-    ASSERT_EQ(algorithm_for(size), Algorithm::kPersistent) << size.describe();  // by shape alone
+       {ProblemSize{1700, 1700, 1, 10, 1}, ProblemSize{1700, 1700, 1, 10, 2},
+        ProblemSize{3000, 3000, 1, 10, 1}}) {
+    const Algorithm by_shape = algorithm_for(size);
+    ASSERT_EQ(by_shape, size.hidden == 1700 ? Algorithm::kPersistent : Algorithm::kPartialSums)
+        << size.describe();
     for (const char* pinned : {"persistent", "partial_sums"}) {
       const std::string why = make_stage({"--algorithm", pinned})->unsupported_reason(size, prop);
       EXPECT_NE(why.find("do not fit on chip"), std::string::npos) << pinned << ": " << why;

@@ -325,7 +325,7 @@ __global__ void __launch_bounds__(kHeld > 0 ? kHeldThreads : kMaxThreads, 1)
 #pragma unroll 4
           for (int s = 0; s < a.k_slices; ++s)  // fixed order: bitwise reproducible
             g += sums[s * rows_mma * Bn];
-          activated = g_q == kGateG ? tanhf(g) : sigmoid(g);
+          activated = activate(g, g_q);
         }
         float gate[kGates];
 #pragma unroll
@@ -335,12 +335,10 @@ __global__ void __launch_bounds__(kHeld > 0 ? kHeldThreads : kMaxThreads, 1)
           // Only this lane reads its slot of slice 0 (above): now it holds the activated gate,
           // for the stash.
           sums_s[(g_pj * kGates + g_q) * Bn + g_pb] = activated;
-          if (g_q == 0) {  // stage 43's update_cell, its four gates from four lanes
-            float& c = cell_s[g_pj * Bp + g_pb];
-            c = __fmaf_rn(gate[0], gate[kGateG], __fmul_rn(gate[1], c));
-            store_relaxed(h_next + static_cast<std::size_t>(first_unit + g_pj) * Bp + g_pb,
-                          element_bits<Element>(gate[3] * tanhf(c)));
-          }
+          if (g_q == 0)  // the rest of update_cell, its four gates from four lanes
+            update_cell_from_activated<Element>(
+                gate, cell_s[g_pj * Bp + g_pb],
+                h_next + static_cast<std::size_t>(first_unit + g_pj) * Bp + g_pb);
         }
       }
       for (int i = threads - 1 - tid; i < J * (Bp - rows); i += threads) {  // padding: zeros

@@ -274,18 +274,32 @@ __device__ __forceinline__ float sigmoid(float z) {
   return __fdividef(1.0f, 1.0f + expf(-z));
 }
 
-/// The cell update of one (unit, batch row), from its four gate pre-activations: activates the
-/// gates in place, updates c and publishes h_t in 16 bits (the signal to every other block).
-/// What the backward needs is kept afterwards, by keep_stash.
+/// Gate q's activation from its pre-activation: tanh for g, the sigmoid for i, f and o.
+__device__ __forceinline__ float activate(float z, int q) {
+  return q == kGateG ? tanhf(z) : sigmoid(z);
+}
+
+/// The cell update of one (unit, batch row) from its four activated gates: updates c and
+/// publishes h_t in 16 bits (the signal to every other block).
 template <typename Element>
-__device__ __forceinline__ void update_cell(float (&gate)[kGates], float& c,
-                                            std::uint16_t* published) {
-  gate[0] = sigmoid(gate[0]), gate[1] = sigmoid(gate[1]);
-  gate[kGateG] = tanhf(gate[kGateG]), gate[3] = sigmoid(gate[3]);
+__device__ __forceinline__ void update_cell_from_activated(const float (&gate)[kGates], float& c,
+                                                           std::uint16_t* published) {
   // f·c rounded, then i·g + f·c in one FMA: stage 27's order, spelled out (left to the compiler,
   // the new code was contracted the other way round, changing c in its last bit).
   c = __fmaf_rn(gate[0], gate[kGateG], __fmul_rn(gate[1], c));
   store_relaxed(published, element_bits<Element>(gate[3] * tanhf(c)));  // rounded anyway
+}
+
+/// The cell update of one (unit, batch row), from its four gate pre-activations: activates the
+/// gates in place, then update_cell_from_activated. What the backward needs is kept afterwards,
+/// by keep_stash.
+template <typename Element>
+__device__ __forceinline__ void update_cell(float (&gate)[kGates], float& c,
+                                            std::uint16_t* published) {
+#pragma unroll
+  for (int q = 0; q < kGates; ++q)
+    gate[q] = activate(gate[q], q);
+  update_cell_from_activated<Element>(gate, c, published);
 }
 
 /// What the backward needs of one (unit, batch row) at step t, in FP32 (training stage 07's
