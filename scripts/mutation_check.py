@@ -749,16 +749,6 @@ MUTATIONS = [
      "stages/training/46_fp32_algorithm_by_shape/stage.cu", "    if (chosen == Algorithm::kPartialSums &&",
      "    if (false && chosen == Algorithm::kPartialSums &&", "gpu",
      r"training_46_fp32_algorithm_by_shape\.Fp32AlgorithmByShapeLimits"),
-    # ---- training stage 47 (FP32 stage 25 whose small-batch forward updates the cells a thread a
-    # gate): its kByGate instance.
-    ("gpu", "training 47's pair lanes all take gate i's activation for every gate",
-     "stages/training/47_fp32_cell_update_a_thread_a_gate/kernel_registers.cuh", "act[q] = __shfl_sync(kFullMask, activated, q, kGates);",
-     "act[q] = __shfl_sync(kFullMask, activated, 0, kGates);", "gpu"),
-    ("gpu", "training 47's gate lanes leave the input part out of their sums",
-     "stages/training/47_fp32_cell_update_a_thread_a_gate/kernel_registers.cuh", "float g = own_inputs ? bias : input_gate + bias;", "float g = bias;", "gpu"),
-    ("gpu", "training 47's pairs publish no zeros for the padding columns (the readers wait for them)",
-     "stages/training/47_fp32_cell_update_a_thread_a_gate/kernel_registers.cuh", "          if (!g_real)\n            store_relaxed(published, 0.0f);",
-     "          if (!g_real)\n            (void)published;", "gpu"),
     # ---- training stage 09 (the small-batch backward keeps W_hh's columns in registers)
     ("gpu", "training stage 09 loads the four gate rows of a row quad's weights from its first row",
      "stages/training/09_backward_registers/backward_registers.cuh",
