@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <memory>
 #include <stdexcept>
@@ -101,6 +102,46 @@ inline CheckReport check_against_reference(const Stage& stage, const LstmParams&
                                            const std::vector<OutputTensor>& outputs,
                                            const UpstreamGradients* upstream = nullptr) {
   return check_run(stage, outputs, compute_reference(params, stage.kind(), upstream));
+}
+
+/// The outputs of one checked pass of `stage` on `params` (and, for a training stage, `upstream`)
+/// on a stream of its own; none, and a test failure, where the stage refuses the shape.
+inline std::vector<OutputTensor> one_checked_pass(Stage& stage, const LstmParams& params,
+                                                  const UpstreamGradients* upstream = nullptr) {
+  DeviceProblem problem(params, upstream);
+  const std::string refused = prepare_stage(stage, problem);
+  EXPECT_EQ(refused, "");
+  if (!refused.empty()) return {};
+  cudaStream_t stream;
+  CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  std::vector<OutputTensor> outputs = run_for_check(stage, problem, stream);
+  CUDA_CHECK(cudaStreamDestroy(stream));
+  return outputs;
+}
+
+/// Expects `got` to be `want`, every tensor bit for bit; `what` names the case in a failure.
+inline void expect_same_bits(const std::vector<OutputTensor>& got,
+                             const std::vector<OutputTensor>& want, const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    ASSERT_EQ(got[i].values.size(), want[i].values.size()) << what << ": " << got[i].name;
+    EXPECT_EQ(0, std::memcmp(got[i].values.data(), want[i].values.data(),
+                             got[i].values.size() * sizeof(float)))
+        << what << ": " << got[i].name << " differs";
+  }
+}
+
+/// The layers whose gradients a training stage reports ready through its hook (stage.h) in one
+/// checked pass, sorted: every layer once, for a stage that calls the hook.
+inline std::vector<int> layers_reported_ready(Stage& stage, const LstmParams& params,
+                                              const UpstreamGradients* upstream) {
+  auto& training = static_cast<TrainingStage&>(stage);
+  std::vector<int> layers;
+  training.set_gradients_ready_hook([&](int layer, cudaStream_t) { layers.push_back(layer); });
+  one_checked_pass(stage, params, upstream);
+  training.set_gradients_ready_hook({});
+  std::sort(layers.begin(), layers.end());
+  return layers;
 }
 
 }  // namespace lstm::testing

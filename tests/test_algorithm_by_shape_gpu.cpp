@@ -10,8 +10,6 @@
 // with its reason, where the rule runs stage 15; a caller's gradients-ready hook hears every layer.
 #include <gtest/gtest.h>
 
-#include <algorithm>
-#include <cstring>
 #include <memory>
 #include <string>
 #include <tuple>
@@ -187,15 +185,7 @@ INSTANTIATE_TEST_SUITE_P(Shapes, AlgorithmByShape,
 
 /// The outputs of one checked pass of `stage` on `p`.
 std::vector<OutputTensor> one_pass(Stage& stage, const Problem& p) {
-  DeviceProblem problem(p.params, &p.upstream);
-  const std::string refused = prepare_stage(stage, problem);
-  EXPECT_EQ(refused, "");
-  if (!refused.empty()) return {};
-  cudaStream_t stream;
-  CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-  std::vector<OutputTensor> outputs = run_for_check(stage, problem, stream);
-  CUDA_CHECK(cudaStreamDestroy(stream));
-  return outputs;
+  return testing::one_checked_pass(stage, p.params, &p.upstream);
 }
 
 // With the rule choosing, the outputs are those of the stage it names, bit for bit.
@@ -215,15 +205,9 @@ TEST(AlgorithmByShapeDelegation, TheRulesStageComputesEveryOutput) {
 #endif
               : (bf16 ? persistent::make_bf16() : persistent::make());
       const Problem p = problem_for(size, chosen->precision());
-      const std::vector<OutputTensor> got = one_pass(*chosen, p), want = one_pass(*expected, p);
-      ASSERT_EQ(got.size(), want.size());
-      for (std::size_t i = 0; i < got.size(); ++i) {
-        ASSERT_EQ(got[i].values.size(), want[i].values.size()) << got[i].name;
-        EXPECT_EQ(0, std::memcmp(got[i].values.data(), want[i].values.data(),
-                                 got[i].values.size() * sizeof(float)))
-            << precision << " " << size.describe() << ": " << got[i].name << " is not that of "
-            << algorithm_name(algorithm);
-      }
+      testing::expect_same_bits(one_pass(*chosen, p), one_pass(*expected, p),
+                                std::string(precision) + " " + size.describe() + ", the stage of " +
+                                    algorithm_name(algorithm));
     }
   }
 }
@@ -281,15 +265,11 @@ TEST(AlgorithmByShapeHook, TheCallersHookHearsEveryLayer) {
 #endif
        }) {
     std::unique_ptr<Stage> stage = make_stage("fp16", {"--algorithm", pinned});
-    auto& training = static_cast<TrainingStage&>(*stage);
-    std::vector<int> layers;
-    training.set_gradients_ready_hook([&](int layer, cudaStream_t) { layers.push_back(layer); });
-    one_pass(*stage, problem_for(size, stage->precision()));
+    const Problem p = problem_for(size, stage->precision());
     std::vector<int> every(size.layers);
     for (int l = 0; l < size.layers; ++l)
       every[l] = l;
-    std::sort(layers.begin(), layers.end());
-    EXPECT_EQ(layers, every) << pinned;
+    EXPECT_EQ(testing::layers_reported_ready(*stage, p.params, &p.upstream), every) << pinned;
   }
 }
 

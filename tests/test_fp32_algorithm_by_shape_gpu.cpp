@@ -9,8 +9,6 @@
 // every layer.
 #include <gtest/gtest.h>
 
-#include <algorithm>
-#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
@@ -164,15 +162,7 @@ INSTANTIATE_TEST_SUITE_P(Shapes, Fp32AlgorithmByShape,
 
 /// The outputs of one checked pass of `stage` on `p`.
 std::vector<OutputTensor> one_pass(Stage& stage, const Problem& p) {
-  DeviceProblem problem(p.params, &p.upstream);
-  const std::string refused = prepare_stage(stage, problem);
-  EXPECT_EQ(refused, "");
-  if (!refused.empty()) return {};
-  cudaStream_t stream;
-  CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-  std::vector<OutputTensor> outputs = run_for_check(stage, problem, stream);
-  CUDA_CHECK(cudaStreamDestroy(stream));
-  return outputs;
+  return testing::one_checked_pass(stage, p.params, &p.upstream);
 }
 
 std::unique_ptr<Stage> make_the_stage_of(Algorithm algorithm) {
@@ -199,15 +189,8 @@ TEST(Fp32AlgorithmByShapeDelegation, TheRulesStageComputesEveryOutput) {
     named.push_back(algorithm);
     std::unique_ptr<Stage> chosen = make_stage({}), expected = make_the_stage_of(algorithm);
     const Problem p = problem_for(size);
-    const std::vector<OutputTensor> got = one_pass(*chosen, p), want = one_pass(*expected, p);
-    ASSERT_EQ(got.size(), want.size());
-    for (std::size_t i = 0; i < got.size(); ++i) {
-      ASSERT_EQ(got[i].values.size(), want[i].values.size()) << got[i].name;
-      EXPECT_EQ(0, std::memcmp(got[i].values.data(), want[i].values.data(),
-                               got[i].values.size() * sizeof(float)))
-          << size.describe() << ": " << got[i].name << " is not that of "
-          << algorithm_name(algorithm);
-    }
+    testing::expect_same_bits(one_pass(*chosen, p), one_pass(*expected, p),
+                              size.describe() + ", the stage of " + algorithm_name(algorithm));
   }
   EXPECT_EQ(named, std::vector<Algorithm>({Algorithm::kPersistent, Algorithm::kPartialSums,
                                            Algorithm::kLayerWavefront, Algorithm::kLayerByLayer}));
@@ -259,15 +242,11 @@ TEST(Fp32AlgorithmByShapeHook, TheCallersHookHearsEveryLayer) {
   const ProblemSize size{40, 24, 3, 5, 3};
   for (const char* pinned : {"persistent", "partial_sums"}) {
     std::unique_ptr<Stage> stage = make_stage({"--algorithm", pinned});
-    auto& training = static_cast<TrainingStage&>(*stage);
-    std::vector<int> layers;
-    training.set_gradients_ready_hook([&](int layer, cudaStream_t) { layers.push_back(layer); });
-    one_pass(*stage, problem_for(size));
+    const Problem p = problem_for(size);
     std::vector<int> every(size.layers);
     for (int l = 0; l < size.layers; ++l)
       every[l] = l;
-    std::sort(layers.begin(), layers.end());
-    EXPECT_EQ(layers, every) << pinned;
+    EXPECT_EQ(testing::layers_reported_ready(*stage, p.params, &p.upstream), every) << pinned;
   }
 }
 
