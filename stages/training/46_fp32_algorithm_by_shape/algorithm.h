@@ -5,8 +5,6 @@
  */
 #pragma once
 
-#include <string>
-
 #include "core/problem_size.h"
 
 namespace lstm::LSTM_STAGE_NAMESPACE {  // stage_<series>_<NN_slug>, named by the build

@@ -15,11 +15,9 @@
 
 #include <CLI/CLI.hpp>
 #include <cstdio>
-#include <iostream>
 #include <memory>
 #include <stdexcept>
 #include <string>
-#include <utility>
 
 #include "algorithm.h"
 #include "harness/cuda_utils.h"
