@@ -749,21 +749,6 @@ MUTATIONS = [
      "stages/training/46_fp32_algorithm_by_shape/stage.cu", "    if (chosen == Algorithm::kPartialSums &&",
      "    if (false && chosen == Algorithm::kPartialSums &&", "gpu",
      r"training_46_fp32_algorithm_by_shape\.Fp32AlgorithmByShapeLimits"),
-    # ---- training stage 48 (FP32: the bias gradient summed in the backward recurrence): dz read
-    # straight into the lanes (H = 512, B = 1) and staged in chunks, several layers and launches.
-    ("gpu", "training 48 keeps only step 0's dz as a pair's bias gradient",
-     "stages/training/48_fp32_bias_gradient_in_the_recurrence/backward_kernel.cuh",
-     "db[n][q] += d[q];", "db[n][q] = d[q];", "gpu",
-     r"training_48_[a-z_0-9]+\.Plans/Pinned\..*/(fwd_auto_h512_b1|chunks_b4_groups2_slices)"),
-    ("gpu", "training 48 leaves the last batch row out of the bias gradient",
-     "stages/training/48_fp32_bias_gradient_in_the_recurrence/stage.cu",
-     "for (int b = 0; b < batch; ++b)", "for (int b = 0; b < batch - 1; ++b)", "gpu",
-     r"training_48_[a-z_0-9]+\.Plans/Pinned\..*/(fwd_auto_h512_b1|chunks_b13_slices_short_group)"),
-    ("gpu", "training 48 adds up the first layer's sums for every layer's bias gradient",
-     "stages/training/48_fp32_bias_gradient_in_the_recurrence/stage.cu",
-     "weights_streams_[bias_stream]>>>(db_rows_.data() + l * kGates * state,",
-     "weights_streams_[bias_stream]>>>(db_rows_.data(),", "gpu",
-     r"training_48_[a-z_0-9]+\.Plans/Pinned\..*/(fwd_registers_k8_b1_odd_h_three_layers|fwd_shared_b11_auto_three_layers)"),
     # ---- training stage 09 (the small-batch backward keeps W_hh's columns in registers)
     ("gpu", "training stage 09 loads the four gate rows of a row quad's weights from its first row",
      "stages/training/09_backward_registers/backward_registers.cuh",
