@@ -749,6 +749,16 @@ MUTATIONS = [
      "stages/training/46_fp32_algorithm_by_shape/stage.cu", "    if (chosen == Algorithm::kPartialSums &&",
      "    if (false && chosen == Algorithm::kPartialSums &&", "gpu",
      r"training_46_fp32_algorithm_by_shape\.Fp32AlgorithmByShapeLimits"),
+    # ---- training stage 49 (FP32: the backward's stash work while the loads of dz fly): dz read
+    # straight into the lanes (H = 512, B = 1) and staged, T = 1, 2 and more, several layers.
+    ("gpu", "training 49 copies the stash of the step after the one it should",
+     "stages/training/49_stash_while_dz_arrives/backward_kernel.cuh",
+     "    if (u >= 2) fetch_stash(u - 2);", "    if (u >= 2) fetch_stash(u - 1);", "gpu",
+     r"same_outputs\.training_49_|training_49_[a-z_]+\.Plans/Pinned\..*/(fwd_auto_h512_b1|chunks_b4_groups2_slices)"),
+    ("gpu", "training 49 computes the factors of the step the cell has just used",
+     "stages/training/49_stash_while_dz_arrives/backward_kernel.cuh",
+     "      prepare_factors(u - 1);", "      prepare_factors(u);", "gpu",
+     r"same_outputs\.training_49_|training_49_[a-z_]+\.Plans/Pinned\..*/(fwd_auto_h512_b1|chunks_b4_groups2_slices)"),
     # ---- training stage 09 (the small-batch backward keeps W_hh's columns in registers)
     ("gpu", "training stage 09 loads the four gate rows of a row quad's weights from its first row",
      "stages/training/09_backward_registers/backward_registers.cuh",
