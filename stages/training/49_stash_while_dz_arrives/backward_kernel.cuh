@@ -56,8 +56,9 @@ struct BackwardArgs {
 /// warp's k lanes by shuffles, over the k slices in shared memory, each in a fixed order; (3) one
 /// thread per pair: the cell's backward from the factors, dz_t published (the signal to every block
 /// of the group) and dc_{t-1} kept. The stash of step t - 2 is copied and the factors of step t - 1
-/// computed in the next step's product, between issuing its first loads of dz_t and waiting for
-/// them: while they fly. After step 0, one more product gives dh0. Shared memory
+/// computed: where the lanes read dz directly, in the next step's product, between issuing its
+/// loads of dz_t and waiting for them, while they fly; where dz is staged, before the barrier
+/// that ends step t. After step 0, one more product gives dh0. Shared memory
 /// (plan.cpp sizes it): w [4 * J4][H] float4 | dz [2][Bg][chunk_rows / 4] float4 (one buffer
 /// where one chunk holds all 4H gate rows) | sums [S][Bg][J4] float4 | stash [2][J * Bg][7]
 /// (slot t % 2) | dc [J * Bg].
@@ -253,7 +254,7 @@ __global__ void __launch_bounds__(kBackwardThreads, 1) backward_persistent(const
   a.seq_len > 1 ? wait_copies_but_newest() : wait_copies();
   prepare_factors(a.seq_len - 1);
   // The stash of step u - 2 into the slot step u has read, and the factors of step u - 1 (its
-  // copies, started a step before, have arrived): run while the loads of dz_u fly.
+  // copies, started a step before, have arrived).
   const auto stash_ahead = [&](int u) {
     if (u >= 2) fetch_stash(u - 2);
     if (u >= 1) {
@@ -263,7 +264,9 @@ __global__ void __launch_bounds__(kBackwardThreads, 1) backward_persistent(const
   };
   for (int t = a.seq_len - 1; t >= 0; --t) {
     if (t < a.seq_len - 1) {
-      recurrent_product(t + 1, [&] { stash_ahead(t + 1); });
+      recurrent_product(t + 1, [&] {
+        if constexpr (kDirect > 0) stash_ahead(t + 1);  // where the lanes read dz themselves
+      });
       __syncthreads();  // every partial sum and factor in shared memory
     }
 
@@ -283,6 +286,9 @@ __global__ void __launch_bounds__(kBackwardThreads, 1) backward_persistent(const
       store_relaxed(dz + 3 * H, dh * factor[3]);
       dc_s[p] = dc * factor[5];  // what c_{t-1} receives through the forget gate
     }
+    // Where dz is staged, stage 25's order (the early loads of every value staged cost more than
+    // the stash work they hide: README.md).
+    if constexpr (kDirect == 0) stash_ahead(t);
     __syncthreads();  // dz_t visible to the block's loads; the next product writes sums_s again
   }
 
