@@ -2,10 +2,11 @@
  *  \brief Training stage 49: training stage 25 with the backward's stash work done while the
  *         first loads of the next step's dz are in flight.
  *
- * What this stage changes (from training stage 25), in backward_kernel.cuh only: after a block
- * publishes dz_t, its threads issue their first loads of dz_t for the next product at once, and
- * only then copy the stash of step t - 2 and compute the factors of step t - 1, the work stage
- * 25 did between publishing and those loads. This file only names the stage.
+ * What this stage changes (from training stage 25), in backward_kernel.cuh only: where each lane
+ * reads its dz straight from L2, after a block publishes dz_t its threads issue their loads of
+ * dz_t for the next product at once, and only then copy the stash of step t - 2 and compute the
+ * factors of step t - 1, the work stage 25 did between publishing and those loads. This file only
+ * names the stage.
  *
  * The lesson, the prediction and the measurement: README.md beside this file. Host code here;
  * the kernels in kernel_registers.cuh, kernel.cuh and backward_kernel.cuh.
