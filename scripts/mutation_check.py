@@ -749,8 +749,9 @@ MUTATIONS = [
      "stages/training/46_fp32_algorithm_by_shape/stage.cu", "    if (chosen == Algorithm::kPartialSums &&",
      "    if (false && chosen == Algorithm::kPartialSums &&", "gpu",
      r"training_46_fp32_algorithm_by_shape\.Fp32AlgorithmByShapeLimits"),
-    # ---- training stage 49 (FP32: the backward's stash work while the loads of dz fly): dz read
-    # straight into the lanes (H = 512, B = 1) and staged, T = 1, 2 and more, several layers.
+    # ---- training stage 49 (FP32: the backward's stash work while the loads of dz fly): a pinned
+    # plan of each kernel (dz read straight into the lanes at H = 512, B = 1; dz staged) and the
+    # same_outputs against stage 25 (T = 2 to 100, one to four layers).
     ("gpu", "training 49 copies the stash of the step after the one it should",
      "stages/training/49_stash_while_dz_arrives/backward_kernel.cuh",
      "    if (u >= 2) fetch_stash(u - 2);", "    if (u >= 2) fetch_stash(u - 1);", "gpu",
