@@ -55,4 +55,37 @@ void launch_cooperative(const void* kernel, void* args, int blocks, int threads,
                                          stream));
 }
 
+void launch_in_clusters(const void* kernel, void* args, int blocks, int threads, std::size_t shared,
+                        cudaStream_t stream, int cluster, bool cooperative, cudaEvent_t started) {
+  if (cluster == 1 && !started) {
+    launch_cooperative(kernel, args, blocks, threads, shared, stream);
+    return;
+  }
+  void* kernel_args[] = {args};
+  cudaLaunchAttribute attributes[3] = {};
+  unsigned count = 0;
+  if (cluster > 1) {
+    attributes[count].id = cudaLaunchAttributeClusterDimension;
+    attributes[count].val.clusterDim.x = cluster;
+    attributes[count].val.clusterDim.y = attributes[count].val.clusterDim.z = 1;
+    ++count;
+  }
+  if (cooperative) {
+    attributes[count].id = cudaLaunchAttributeCooperative;
+    attributes[count++].val.cooperative = 1;
+  }
+  if (started) {
+    attributes[count].id = cudaLaunchAttributeLaunchCompletionEvent;
+    attributes[count++].val.launchCompletionEvent.event = started;
+  }
+  cudaLaunchConfig_t config = {};
+  config.gridDim = dim3(blocks);
+  config.blockDim = dim3(threads);
+  config.dynamicSmemBytes = shared;
+  config.stream = stream;
+  config.attrs = attributes;
+  config.numAttrs = count;
+  CUDA_CHECK(cudaLaunchKernelExC(&config, kernel, kernel_args));
+}
+
 }  // namespace lstm

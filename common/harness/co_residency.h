@@ -1,13 +1,14 @@
 /*! \file co_residency.h
  *  \brief Whether all blocks of a persistent kernel can be resident at once, and its cooperative
- *         launch.
+ *         launch, also in thread-block clusters.
  *
  * A block that waits for another block's values (a grid barrier, or polling for a published
  * h_t or dz_t) waits for ever if that block never starts: it can start only when a resident
  * block ends, and none ends. So every block of such a kernel must be resident at once. The
  * stages check it before they run (their unsupported_reason(), which refuses the shape with
- * check_co_resident()'s reason) and launch with launch_cooperative(), which the driver refuses
- * rather than start a grid that does not fit.
+ * check_co_resident()'s reason) and launch with launch_cooperative() (launch_in_clusters() for
+ * a kernel whose blocks form clusters), which the driver refuses rather than start a grid that
+ * does not fit.
  */
 #pragma once
 
@@ -40,5 +41,16 @@ std::string check_co_resident(const void* kernel, const char* name, int threads,
 /// CudaError (CUDA_CHECK) where the launch fails.
 void launch_cooperative(const void* kernel, void* args, int blocks, int threads, std::size_t shared,
                         cudaStream_t stream);
+
+/// Launches `kernel` as launch_cooperative() does, in clusters of `cluster` consecutive blocks
+/// (cudaLaunchKernelExC with the cluster dimension and the cooperative launch attributes).
+/// `cooperative` false: no cooperative attribute, for clusters that wait for no block outside
+/// themselves (a backward in one cluster), which need not all be resident at once. `started`,
+/// where given, is recorded once every block has begun (the launch-completion event attribute).
+/// With `cluster` = 1 and no `started` this is launch_cooperative(), whatever `cooperative` says.
+/// Throws CudaError (CUDA_CHECK) where the launch fails.
+void launch_in_clusters(const void* kernel, void* args, int blocks, int threads, std::size_t shared,
+                        cudaStream_t stream, int cluster, bool cooperative = true,
+                        cudaEvent_t started = nullptr);
 
 }  // namespace lstm

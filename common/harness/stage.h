@@ -23,7 +23,8 @@ class App;
 namespace lstm {
 
 /// Non-owning device pointers to one problem's tensors, in PyTorch's layout (core/lstm_data.h).
-/// The training fields are null for a forward problem.
+/// The training fields are null for a forward problem. A field added here must be added to
+/// same_tensors() (device_tensors.cpp) too.
 struct DeviceTensors {
   ProblemSize size;
   const float* x = nullptr;        ///< (T, B, I)
@@ -50,6 +51,11 @@ struct DeviceTensors {
   std::vector<float*> grad_b_ih;  ///< per layer: (4H)
   std::vector<float*> grad_b_hh;  ///< per layer: (4H)
 };
+
+/// Whether `a` and `b` are the same problem: the same size and every pointer of every field the
+/// same. A stage that records its pass as a CUDA graph replays the graph only for the tensors it
+/// was recorded with (the graph holds their addresses) and records it again for any others.
+bool same_tensors(const DeviceTensors& a, const DeviceTensors& b);
 
 /// Thrown by Stage::prepare() when the implementation finds it cannot run the size after all
 /// (e.g. a library refuses the configuration); the harness reports it like unsupported_reason().

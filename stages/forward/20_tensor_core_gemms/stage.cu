@@ -236,12 +236,6 @@ class ForwardPass final : public Stage {
     captured_ = t;
   }
 
-  static bool same_tensors(const DeviceTensors& a, const DeviceTensors& b) {
-    return a.x == b.x && a.h0 == b.h0 && a.c0 == b.c0 && a.y == b.y && a.hy == b.hy &&
-           a.cy == b.cy && a.w_ih == b.w_ih && a.w_hh == b.w_hh && a.b_ih == b.b_ih &&
-           a.b_hh == b.b_hh && a.size.describe() == b.size.describe();
-  }
-
   /// Stage 05's forward pass: enqueues the wavefront on the layers' streams, forked from and
   /// joined back into `stream`.
   void enqueue_forward(const DeviceTensors& t, cudaStream_t stream) {

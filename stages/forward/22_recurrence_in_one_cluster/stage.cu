@@ -188,11 +188,6 @@ class PersistentStage final : public Stage {
     CUDA_CHECK(cudaGraphInstantiate(&graph_exec_, graph_, 0));
     captured_ = t;
   }
-  static bool same_tensors(const DeviceTensors& a, const DeviceTensors& b) {
-    return a.size == b.size && a.x == b.x && a.h0 == b.h0 && a.c0 == b.c0 && a.y == b.y &&
-           a.hy == b.hy && a.cy == b.cy && a.w_ih == b.w_ih && a.w_hh == b.w_hh &&
-           a.b_ih == b.b_ih && a.b_hh == b.b_hh;
-  }
 
   /// Every layer's W_ih rounded to 16 bits and W_hh arranged as A fragments (kernel.cuh), on
   /// `stream`.

@@ -279,15 +279,6 @@ class TrainingPass final : public TrainingStage {
     captured_ = t;
   }
 
-  static bool same_tensors(const DeviceTensors& a, const DeviceTensors& b) {
-    return a.size.describe() == b.size.describe() && a.x == b.x && a.h0 == b.h0 && a.c0 == b.c0 &&
-           a.w_ih == b.w_ih && a.w_hh == b.w_hh && a.b_ih == b.b_ih && a.b_hh == b.b_hh &&
-           a.y == b.y && a.hy == b.hy && a.cy == b.cy && a.dy == b.dy && a.dhy == b.dhy &&
-           a.dcy == b.dcy && a.dx == b.dx && a.dh0 == b.dh0 && a.dc0 == b.dc0 &&
-           a.grad_w_ih == b.grad_w_ih && a.grad_w_hh == b.grad_w_hh && a.grad_b_ih == b.grad_b_ih &&
-           a.grad_b_hh == b.grad_b_hh;
-  }
-
   /// Every layer's streams start after the work already on `stream` (the harness's poisoning,
   /// the previous pass); the caller's stream ends after every layer's last work.
   void fork(cudaStream_t stream) {

@@ -9,9 +9,9 @@
  *      sums into its shared memory and meets it at a cluster barrier (primitives.cuh: mapa and
  *      barrier.cluster).
  *   2. plan.cpp: clusters of one or two blocks, chosen by the backward's cost model.
- *   3. Here: the backward's launch in clusters (cudaLaunchKernelExC, cooperative), its
- *      co-residency checked per cluster, the kernel per C and up to four row tiles, the name in
- *      --verbose.
+ *   3. Here: the backward's launch in clusters (launch_in_clusters, harness/co_residency.h:
+ *      cudaLaunchKernelExC, cooperative), its co-residency checked per cluster, the kernel per C
+ *      and up to four row tiles, the name in --verbose.
  *
  * The lesson, the prediction and the measurement: README.md beside this file. Host code here;
  * the kernels in kernel.cuh and backward_kernel.cuh.
@@ -452,33 +452,6 @@ class PersistentTraining final : public TrainingStage {
     const std::size_t k_tiles = plan.k_rows / kMmaK;
     return static_cast<std::size_t>(s.layers) * plan.unit_blocks * plan.row_tiles * k_tiles *
            kWarpSize * sizeof(uint4);
-  }
-
-  /// Launches `kernel` with its argument struct as launch_cooperative() does (all blocks resident
-  /// at once, which the cooperative launch guarantees or refuses: a block that waits for a value
-  /// must never wait for a block that has not started), in clusters of `cluster` consecutive
-  /// blocks.
-  static void launch_in_clusters(const void* kernel, void* args, int blocks, int threads,
-                                 std::size_t shared, cudaStream_t stream, int cluster) {
-    if (cluster == 1) {
-      launch_cooperative(kernel, args, blocks, threads, shared, stream);
-      return;
-    }
-    void* kernel_args[] = {args};
-    cudaLaunchAttribute attributes[2] = {};
-    attributes[0].id = cudaLaunchAttributeClusterDimension;
-    attributes[0].val.clusterDim.x = cluster;
-    attributes[0].val.clusterDim.y = attributes[0].val.clusterDim.z = 1;
-    attributes[1].id = cudaLaunchAttributeCooperative;
-    attributes[1].val.cooperative = 1;
-    cudaLaunchConfig_t config = {};
-    config.gridDim = dim3(blocks);
-    config.blockDim = dim3(threads);
-    config.dynamicSmemBytes = shared;
-    config.stream = stream;
-    config.attrs = attributes;
-    config.numAttrs = 2;
-    CUDA_CHECK(cudaLaunchKernelExC(&config, kernel, kernel_args));
   }
 
   /// What the forward keeps of one layer for the backward.

@@ -453,33 +453,6 @@ class PersistentTraining final : public TrainingStage {
            kWarpSize * sizeof(uint4);
   }
 
-  /// Launches `kernel` with its argument struct as launch_cooperative() does (all blocks resident
-  /// at once, which the cooperative launch guarantees or refuses: a block that waits for a value
-  /// must never wait for a block that has not started), in clusters of `cluster` consecutive
-  /// blocks.
-  static void launch_in_clusters(const void* kernel, void* args, int blocks, int threads,
-                                 std::size_t shared, cudaStream_t stream, int cluster) {
-    if (cluster == 1) {
-      launch_cooperative(kernel, args, blocks, threads, shared, stream);
-      return;
-    }
-    void* kernel_args[] = {args};
-    cudaLaunchAttribute attributes[2] = {};
-    attributes[0].id = cudaLaunchAttributeClusterDimension;
-    attributes[0].val.clusterDim.x = cluster;
-    attributes[0].val.clusterDim.y = attributes[0].val.clusterDim.z = 1;
-    attributes[1].id = cudaLaunchAttributeCooperative;
-    attributes[1].val.cooperative = 1;
-    cudaLaunchConfig_t config = {};
-    config.gridDim = dim3(blocks);
-    config.blockDim = dim3(threads);
-    config.dynamicSmemBytes = shared;
-    config.stream = stream;
-    config.attrs = attributes;
-    config.numAttrs = 2;
-    CUDA_CHECK(cudaLaunchKernelExC(&config, kernel, kernel_args));
-  }
-
   /// What the forward keeps of one layer for the backward.
   struct Layer {
     DeviceBuffer<float> gates;   // (T, B, 4H): i, f, g, o after their activations

@@ -557,13 +557,6 @@ class PersistentTraining final : public TrainingStage {
     CUDA_CHECK(cudaGraphInstantiate(&g.exec, g.graph, cudaGraphInstantiateFlagUseNodePriority));
     g.tensors = t;
   }
-  static bool same_tensors(const DeviceTensors& a, const DeviceTensors& b) {
-    return a.size == b.size && a.x == b.x && a.h0 == b.h0 && a.c0 == b.c0 && a.w_ih == b.w_ih &&
-           a.w_hh == b.w_hh && a.b_ih == b.b_ih && a.b_hh == b.b_hh && a.y == b.y && a.hy == b.hy &&
-           a.cy == b.cy && a.dy == b.dy && a.dhy == b.dhy && a.dcy == b.dcy && a.dx == b.dx &&
-           a.dh0 == b.dh0 && a.dc0 == b.dc0 && a.grad_w_ih == b.grad_w_ih &&
-           a.grad_w_hh == b.grad_w_hh && a.grad_b_ih == b.grad_b_ih && a.grad_b_hh == b.grad_b_hh;
-  }
 
   /// Every layer's W_ih rounded to 16 bits and W_hh arranged as A fragments (kernel.cuh), on
   /// `stream` (forward stage 17's), and W_hhᵀ as the backward's (backward_kernel.cuh);
@@ -726,46 +719,6 @@ class PersistentTraining final : public TrainingStage {
     const std::size_t k_tiles = plan.k_rows / kMmaK;
     return static_cast<std::size_t>(s.layers) * plan.unit_blocks * plan.row_tiles * k_tiles *
            kWarpSize * sizeof(uint4);
-  }
-
-  /// Launches `kernel` with its argument struct as launch_cooperative() does (all blocks resident
-  /// at once, which the cooperative launch guarantees or refuses: a block that waits for a value
-  /// must never wait for a block that has not started), in clusters of `cluster` consecutive
-  /// blocks. `cooperative` false: clusters that wait for no block outside themselves (the
-  /// backward in one cluster), which need not all be resident at once. `started`, where given,
-  /// is recorded once every block has begun (a launch-completion event).
-  static void launch_in_clusters(const void* kernel, void* args, int blocks, int threads,
-                                 std::size_t shared, cudaStream_t stream, int cluster,
-                                 bool cooperative = true, cudaEvent_t started = nullptr) {
-    if (cluster == 1 && !started) {
-      launch_cooperative(kernel, args, blocks, threads, shared, stream);
-      return;
-    }
-    void* kernel_args[] = {args};
-    cudaLaunchAttribute attributes[3] = {};
-    unsigned count = 0;
-    if (cluster > 1) {
-      attributes[count].id = cudaLaunchAttributeClusterDimension;
-      attributes[count].val.clusterDim.x = cluster;
-      attributes[count].val.clusterDim.y = attributes[count].val.clusterDim.z = 1;
-      ++count;
-    }
-    if (cooperative) {
-      attributes[count].id = cudaLaunchAttributeCooperative;
-      attributes[count++].val.cooperative = 1;
-    }
-    if (started) {
-      attributes[count].id = cudaLaunchAttributeLaunchCompletionEvent;
-      attributes[count++].val.launchCompletionEvent.event = started;
-    }
-    cudaLaunchConfig_t config = {};
-    config.gridDim = dim3(blocks);
-    config.blockDim = dim3(threads);
-    config.dynamicSmemBytes = shared;
-    config.stream = stream;
-    config.attrs = attributes;
-    config.numAttrs = count;
-    CUDA_CHECK(cudaLaunchKernelExC(&config, kernel, kernel_args));
   }
 
   /// What the forward keeps of one layer for the backward.

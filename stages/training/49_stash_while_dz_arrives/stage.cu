@@ -402,13 +402,6 @@ class PersistentTraining final : public TrainingStage {
     CUDA_CHECK(cudaGraphInstantiate(&g.exec, g.graph, 0));
     g.tensors = t;
   }
-  static bool same_tensors(const DeviceTensors& a, const DeviceTensors& b) {
-    return a.size == b.size && a.x == b.x && a.h0 == b.h0 && a.c0 == b.c0 && a.w_ih == b.w_ih &&
-           a.w_hh == b.w_hh && a.b_ih == b.b_ih && a.b_hh == b.b_hh && a.y == b.y && a.hy == b.hy &&
-           a.cy == b.cy && a.dy == b.dy && a.dhy == b.dhy && a.dcy == b.dcy && a.dx == b.dx &&
-           a.dh0 == b.dh0 && a.dc0 == b.dc0 && a.grad_w_ih == b.grad_w_ih &&
-           a.grad_w_hh == b.grad_w_hh && a.grad_b_ih == b.grad_b_ih && a.grad_b_hh == b.grad_b_hh;
-  }
 
   /// Sets the fields that both forward kernels' arguments have (RegisterKernelArgs,
   /// SharedKernelArgs) for layer `layer` and the batch rows [begin, end).
