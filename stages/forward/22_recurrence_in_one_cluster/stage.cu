@@ -311,19 +311,8 @@ class PersistentStage final : public Stage {
   /// Launches the cluster kernel with `args`: clusters of kOneCluster blocks, one per batch
   /// group, which wait for no block outside their own (so not a cooperative launch).
   void launch_clusters(void* args, cudaStream_t stream) {
-    void* kernel_args[] = {args};
-    cudaLaunchAttribute cluster{};
-    cluster.id = cudaLaunchAttributeClusterDimension;
-    cluster.val.clusterDim.x = kOneCluster;
-    cluster.val.clusterDim.y = cluster.val.clusterDim.z = 1;
-    cudaLaunchConfig_t config = {};
-    config.gridDim = dim3(plan_.blocks());
-    config.blockDim = dim3(plan_.threads);
-    config.dynamicSmemBytes = plan_.shared_bytes;
-    config.stream = stream;
-    config.attrs = &cluster;
-    config.numAttrs = 1;
-    CUDA_CHECK(cudaLaunchKernelExC(&config, kernel_for(plan_, flags_.precision), kernel_args));
+    launch_in_clusters(kernel_for(plan_, flags_.precision), args, plan_.blocks(), plan_.threads,
+                       plan_.shared_bytes, stream, kOneCluster, /*cooperative=*/false);
   }
   static std::size_t exchange_values(const ProblemSize& s, const Plan& plan) {
     return (static_cast<std::size_t>(s.seq_len) + 1) * plan.batch_groups * s.hidden *
