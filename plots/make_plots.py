@@ -580,6 +580,139 @@ def figure_scaling(res):  # speedup over one GPU against G, beside the ideal lin
                  f"T = 100, from {rel(res.folder / 'scaling.jsonl')}")
     return fig
 
+# --- Each stage against cuDNN in the latest file that times it (every bench*.json of a folder) ---
+
+LATEST_POINTS = ((512, 1), (1024, 4), (1024, 32))  # (H, B): the batch-sweep columns and lines
+
+def load_every_bench(folder):
+    """Every bench*.json of a folder, each file its own run (cudnn_best() keeps to the file)."""
+    res = Results(Path(folder))
+    for path in sorted(res.folder.glob("bench*.json")):
+        read_bench(path, res)
+    return res
+
+def on_main(impl, root):  # a stage whose folder is in `root`'s tree (not an experiment's name)
+    return any((Path(root) / "stages" / f"{name}").is_dir()
+               for name in (impl, re.sub(r"_(bf16|fp16)$", "", impl)))
+
+def latest_stages(res, root):
+    """{(stage, precision): its runs from the latest file (by the file's date) that times it at
+    the canonical config}, stages in series and number order; only stages in `root`'s tree."""
+    date = {path: str(ctx.get("date_utc", ctx.get("date", ""))) for path, ctx in
+            res.context.items()}
+    source = {}
+    for r in res.runs:
+        if is_stage(r.impl) and r.group == "canonical" and not r.error and on_main(r.impl, root):
+            key = (r.impl, r.precision)
+            source[key] = max(source.get(key, r.source), r.source, key=lambda p: (date[p], p))
+    return {key: [r for r in res.runs if (r.impl, r.precision) == key and r.source == path]
+            for key, path in sorted(source.items(), key=lambda kv: (
+                series(kv[0][0]), stage_number(kv[0][0]), RANK[kv[0][1]]))}
+
+def against_best(runs, everything):  # [(run, its time ÷ cuDNN's fastest in the same file)]
+    return [(r, r.ms / best.ms) for r in runs if not r.error
+            and (best := cudnn_best(everything, r)) is not None]
+
+def latest_points(runs, everything):  # {'canonical' or (H, B): ratio}, and the worst point
+    ratios = against_best(runs, everything)
+    at = {("canonical" if r.group == "canonical" else (r.H, r.B)): x for r, x in ratios
+          if r.group == "canonical" or (r.group == "batch_sweep" and (r.H, r.B) in LATEST_POINTS)}
+    return at, max(ratios, key=lambda rx: rx[1], default=None), len(ratios)
+
+def against_cudnn_table(res, root):
+    """A row per stage (and precision) of the folder: its canonical time, its ratios to cuDNN's
+    fastest at the canonical config and LATEST_POINTS, its worst ratio, and its file."""
+    chosen = latest_stages(res, root)
+    if not chosen:
+        raise MissingData(f"no stage of this tree timed at the canonical config in "
+                          f"{rel(res.folder)}/bench*.json")
+    body = []
+    for (impl, precision), runs in chosen.items():
+        at, worst, n = latest_points(runs, res.runs)
+        canonical_run = next(r for r in runs if r.group == "canonical")
+        ctx = res.context[canonical_run.source]
+        body.append([impl, precision.upper(), f"{canonical_run.ms:.3f}"] + [
+            f"{at[p]:.2f}×" if p in at else "–" for p in ("canonical", *LATEST_POINTS)] + [
+            f"{worst[1]:.2f}× at {shape_label(worst[0]).replace(f' I={worst[0].H}', '')}, "
+            f"of {n}" if worst else "–",
+            f"`{canonical_run.source.name}` ({ctx.get('git_commit', '?')[:7]})"])
+    header = ["implementation", "precision", "canonical ms (median)",
+              "÷ cuDNN's fastest, canonical", *(f"÷, H={h} B={b}" for h, b in LATEST_POINTS),
+              "worst ÷, of the file's configurations", "file (commit)"]
+    gpu = next((c["gpu"] for c in res.context.values() if c.get("gpu")), "?")
+    return markdown(header, body, (
+        f"On the {gpu}. Each stage from the latest file of `{rel(res.folder)}` that times it at "
+        "the canonical config; each ratio is its time over the fastest cuDNN algorithm in the "
+        "same precision, from the same file (one run); \"–\": that file has no such point."))
+
+def against_cudnn_sections(every, root):
+    """{(README.md, 'against-cudnn-<folder>'): its table} for each {folder: load_every_bench()}."""
+    sections = {}
+    for folder, res in every.items():
+        try:
+            text = against_cudnn_table(res, root)
+        except MissingData as why:
+            text = f"Not measured yet: {why}."
+        sections[(Path(root) / "README.md", f"against-cudnn-{Path(folder).name}")] = text
+    return sections
+
+def figure_against_cudnn(res, root=ROOT):
+    """A panel per kind and precision: each stage's ratios to cuDNN's fastest, in stage order."""
+    chosen = latest_stages(res, root)
+    panels = {}
+    for (impl, precision), runs in chosen.items():
+        panels.setdefault((runs[0].kind, precision), []).append((impl, runs))
+    if not panels:
+        raise MissingData("no stage of this tree timed at the canonical config")
+    gpu = next((c["gpu"] for c in res.context.values() if c.get("gpu")), "?")
+    kinds = sorted({kind for kind, _ in panels})  # a row of panels per kind
+    widest = max(sum(len(p) + 2 for (k, _), p in panels.items() if k == kind) for kind in kinds)
+    fig = Figure(figsize=(3 + 0.3 * widest, 0.8 + 3.4 * len(kinds)), dpi=DPI,
+                 layout="constrained")
+    fig.suptitle(f"Each stage's time ÷ cuDNN's fastest in the same run (lower is better), {gpu}")
+    every = [r for _, runs in chosen.items() for r in runs]
+    sweep = [r for r in every if r.group == "batch_sweep"]
+    fig.supxlabel(textwrap.fill(
+        f"Each stage from the latest file of {rel(res.folder)} that times it at the canonical "
+        f"config ({shape_label(next(r for r in every if r.group == 'canonical'))}), against the "
+        "fastest cuDNN algorithm of that precision in the same file; the batch-sweep points at "
+        f"{fixed_sizes(sweep) if sweep else '-'}; 'worst': the largest ratio over every "
+        "configuration of that file.", 160), fontsize=7.5, color="#555555", x=0.01, ha="left")
+    lines = [("canonical", "canonical config", "o")] + [
+        (p, f"H={p[0]} B={p[1]}", m) for p, m in zip(LATEST_POINTS, "s^v")]
+    ratios = [x for runs in chosen.values() for _, x in against_best(runs, res.runs)]
+    limits, axes, spare = (min(ratios + [1]) / 1.3, max(ratios + [1]) * 1.3), [], []
+    for sub, kind in zip(fig.subfigures(len(kinds), 1, squeeze=False)[:, 0], kinds):
+        mine = sorted(((k, p) for k, p in panels if k == kind), key=lambda kp: RANK[kp[1]])
+        widths = [len(panels[key]) + 2 for key in mine]
+        row = sub.subplots(1, len(mine) + 1, squeeze=False, width_ratios=widths + [
+            max(1, widest - sum(widths))])[0]  # the last, empty, keeps the rows' scales alike
+        row[-1].set_axis_off()
+        spare.append((widest - sum(widths), row[-1]))  # the legend goes in the widest
+        for ax, (kind, precision) in zip(row, mine):
+            stages = panels[(kind, precision)]
+            points = [latest_points(runs, res.runs) for _, runs in stages]
+            xs = range(len(stages))
+            for i, (key, label, marker) in enumerate(lines):
+                ax.plot([x for x, (at, _, _) in zip(xs, points) if key in at],
+                        [at[key] for at, _, _ in points if key in at], marker=marker,
+                        label=label, color=PALETTE[i], linewidth=1)
+            worst = [(x, w[1]) for x, (_, w, _) in zip(xs, points) if w]
+            ax.plot(*zip(*worst), linestyle="none", marker="_", markersize=14,
+                    markeredgewidth=2, color="black", label="worst configuration of the file")
+            ax.axhline(1, color="black", linestyle="--", linewidth=1, label="cuDNN's fastest")
+            ax.set_xticks(xs, [f"{stage_number(i):02d}" for i, _ in stages], fontsize=8)
+            ax.set(title=f"{kind}, {precision.upper()}", xlabel="stage", yscale="log",
+                   xlim=(-0.6, len(stages) - 0.4), ylim=limits)
+            ax.yaxis.set_major_locator(LogLocator(subs=(1, 2, 5)))
+            ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+            ax.grid(alpha=0.3)
+            axes.append(ax)
+        row[0].set_ylabel("time ÷ cuDNN's fastest")
+    max(spare, key=lambda wa: wa[0])[1].legend(*axes[0].get_legend_handles_labels(),
+                                               loc="center", fontsize=8.5)
+    return fig
+
 # --- Tables and paragraphs (README.md, stages/*/*/README.md, the notebook) -------------------
 
 def markdown(header, body, footer):
@@ -752,19 +885,25 @@ def main(argv=None):
         if not results.is_dir():
             raise InputError(f"{results}: no such results folder")
         loaded = {f: load(f) for f in sorted(results.iterdir()) if (f / "bench.json").is_file()}
+        every = {f: load_every_bench(f) for f in sorted(results.iterdir())
+                 if any(f.glob("bench*.json"))}
         sections = {} if args.no_readmes else readme_sections(
             loaded.get(results / args.readme_gpu) or load(results / args.readme_gpu),
             args.readme_root)
+        sections |= {} if args.no_readmes else against_cudnn_sections(every, args.readme_root)
     except InputError as error:
         print(f"make_plots: error: {error}", file=sys.stderr)
         return 1
-    # Every figure where bench.json is; scaling.png alone where only scaling.jsonl is.
+    # Every figure where bench.json is; against_cudnn.png where any bench*.json is; scaling.png
+    # where scaling.jsonl is.
     for folder in sorted(f for f in results.iterdir()
-                         if f in loaded or (f / "scaling.jsonl").is_file()):
+                         if f in every or (f / "scaling.jsonl").is_file()):
         out = Path(args.out) / folder.name if args.out else folder / "plots"
         out.mkdir(parents=True, exist_ok=True)
         res = loaded.get(folder) or Results(folder)
         figures = (FIGURES if folder in loaded else {}) | {"scaling.png": figure_scaling}
+        figures |= {"against_cudnn.png": lambda _: figure_against_cudnn(
+            every[folder], args.readme_root)} if folder in every else {}
         for name, figure in figures.items():
             try:
                 figure(res).savefig(out / name, dpi=DPI, metadata={"Software": None})

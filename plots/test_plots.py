@@ -494,5 +494,87 @@ class ErrorVsSeq(Case):
             "Not measured yet: no error_vs_seq.jsonl in "))
 
 
+def bench_file(path, date, runs):
+    """A Google Benchmark JSON file of `runs`: (impl, group, (H, B, T, L), kind, precision, ms);
+    each three repetitions of median `ms`."""
+    entries = []
+    for impl, group, (h, b, t, layers), kind, precision, ms in runs:
+        name = f"{impl}/{group}/H:{h}/I:{h}/B:{b}/T:{t}/L:{layers}/manual_time"
+        entries += [{"name": name, "run_name": name, "run_type": "iteration",
+                     "label": f"kind={kind} precision={precision}", "median_ms": ms * f,
+                     "min_ms": ms * f, "max_ms": ms * f, "tflops": 1.0,
+                     "us_per_step_layer": ms * f * 10} for f in (0.9, 1.0, 1.1)]
+    path.write_text(json.dumps({"context": {"gpu": "SYNTHETIC GPU", "git_commit": path.stem,
+                                            "date": date}, "benchmarks": entries}))
+
+
+STAGE7, CANON = "forward/07_persistent_barrier", (512, 64, 100, 4)
+
+
+class AgainstCudnn(Case):
+    """Each stage from the latest file that times it, against cuDNN's fastest in that file."""
+
+    def make_folder(self):
+        folder = self.tmp / "results" / "later-gpu"
+        folder.mkdir(parents=True)
+        bench_file(folder / "bench_early.json", "2001-01-01T00:00:00+00:00", [
+            (STAGE7, "canonical", CANON, "forward", "fp32", 10.0),
+            ("cudnn_standard", "canonical", CANON, "forward", "fp32", 20.0)])
+        bench_file(folder / "bench_late.json", "2002-01-01T00:00:00+00:00", [
+            (STAGE7, "canonical", CANON, "forward", "fp32", 6.0),
+            (STAGE7, "batch_sweep", (512, 1, 100, 1), "forward", "fp32", 2.0),
+            (STAGE7, "batch_sweep", (1024, 256, 100, 1), "forward", "fp32", 5.0),
+            ("forward/99_not_a_stage_here", "canonical", CANON, "forward", "fp32", 1.0),
+            ("cudnn_standard", "canonical", CANON, "forward", "fp32", 4.0),
+            ("cudnn_persist_static", "canonical", CANON, "forward", "fp32", 3.0),
+            ("cudnn_standard", "batch_sweep", (512, 1, 100, 1), "forward", "fp32", 1.0),
+            ("cudnn_standard", "batch_sweep", (1024, 256, 100, 1), "forward", "fp32", 1.0)])
+        bench_file(folder / "bench_other.json", "2003-01-01T00:00:00+00:00", [  # no stage 07
+            ("cudnn_standard", "canonical", CANON, "forward", "fp32", 0.5)])
+        return folder
+
+    def test_the_latest_file_and_cudnn_of_that_file(self):
+        res = mp.load_every_bench(self.make_folder())
+        table = mp.against_cudnn_table(res, ROOT)
+        self.assertEqual(row(table, STAGE7), [
+            STAGE7, "FP32", "6.000", "2.00×", "2.00×", "–", "–",
+            "5.00× at H=1024 B=256 T=100 L=1, of 3", "`bench_late.json` (bench_l)"])
+        self.assertNotIn("99_not_a_stage_here", table)  # no such stage folder in the tree
+        axes = [ax for ax in mp.figure_against_cudnn(res, ROOT).axes if ax.lines]
+        self.assertEqual(len(axes), 1)
+        lines = {line.get_label(): list(line.get_ydata()) for line in axes[0].lines}
+        self.assertEqual(lines["canonical config"], [2.0])
+        self.assertEqual(lines["H=512 B=1"], [2.0])
+        self.assertEqual(lines["H=1024 B=4"], [])
+        self.assertEqual(lines["worst configuration of the file"], [5.0])
+
+    def test_the_script_draws_it_and_writes_the_readme_section(self):
+        folder = self.make_folder()  # a folder of bench_*.json files without a bench.json
+        shutil.copytree(GPU, folder.parent / "synthetic-gpu")
+        root = self.tmp / "root"
+        root.mkdir()
+        (root / "README.md").write_text(README + "<!-- against-cudnn-later-gpu:begin -->\nOLD\n"
+                                        "<!-- against-cudnn-later-gpu:end -->\n")
+        (root / "stages" / "forward" / STAGE7.split("/")[1]).mkdir(parents=True)
+        result = run_script("--results", folder.parent, "--readme-gpu", "synthetic-gpu",
+                            "--readme-root", root, "--out", self.tmp / "out")
+        self.assertEqual(result.returncode, 0, result.stderr)
+        self.assertTrue((self.tmp / "out" / "later-gpu" / "against_cudnn.png").is_file())
+        self.assertFalse((self.tmp / "out" / "later-gpu" / "canonical.png").exists())
+        text = (root / "README.md").read_text()
+        self.assertNotIn("OLD", text)
+        self.assertIn(mp.against_cudnn_table(mp.load_every_bench(folder), root), text)
+
+    def test_the_committed_readme_is_what_the_committed_results_make(self):
+        every = {f: mp.load_every_bench(f) for f in sorted((ROOT / "results").iterdir())
+                 if any(f.glob("bench*.json"))}
+        source = (ROOT / "README.md").read_text()
+        for (path, marker), text in mp.against_cudnn_sections(every, ROOT).items():
+            begin, end = f"<!-- {marker}:begin -->\n", f"<!-- {marker}:end -->"
+            if begin in source:
+                self.assertEqual(source.split(begin, 1)[1].split(end, 1)[0], text + "\n",
+                                 f"README.md ({marker}) is stale: run plots/make_plots.py")
+
+
 if __name__ == "__main__":
     unittest.main(verbosity=2)

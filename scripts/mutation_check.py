@@ -843,6 +843,12 @@ MUTATIONS = [
      "common/harness/checked_run.cpp",
      "    static_cast<TrainingStage&>(stage).backward(problem.tensors(), stream);\n", "", "gpu",
      "Harness"),
+    ("cpu", "the table against cuDNN takes each stage from its earliest file, not its latest",
+     "plots/make_plots.py", "source[key] = max(source.get(key, r.source)",
+     "source[key] = min(source.get(key, r.source)", "cpu", "plots.make_plots"),
+    ("cpu", "the table against cuDNN calls the best configuration the worst", "plots/make_plots.py",
+     "return at, max(ratios, key=lambda rx: rx[1]", "return at, min(ratios, key=lambda rx: rx[1]",
+     "cpu", "plots.make_plots"),
 ]
 
 
