@@ -124,6 +124,37 @@ INSTANTIATE_TEST_SUITE_P(TrainingStages, TrainingStageVsPyTorch,
                            return safe_name(all_stages()[info.param].name);
                          });
 
+/// A pass may come with other tensors than the ones prepare() saw (the same size, other values):
+/// it must read and write those. A stage that records its pass as a CUDA graph, or keeps weights
+/// it prepared, has to notice (lstm::same_tensors) and record or prepare again.
+class StageReadsTheTensorsOfEachPass : public ::testing::TestWithParam<std::size_t> {};
+
+TEST_P(StageReadsTheTensorsOfEachPass, ASecondProblemGetsItsOwnOutputs) {
+  SKIP_WITHOUT_GPU();
+  const StageInfo& info = all_stages()[GetParam()];
+  std::unique_ptr<Stage> stage = info.make();
+  const ProblemSize size = shapes()[0].size;
+  const bool training = stage->kind() == StageKind::kTraining;
+  LstmParams prepared_params = generate_params(size, 11), other_params = generate_params(size, 12);
+  UpstreamGradients prepared_upstream = generate_upstream(size, 13),
+                    other_upstream = generate_upstream(size, 14);
+  quantize_problem(stage->precision(), prepared_params, training ? &prepared_upstream : nullptr);
+  quantize_problem(stage->precision(), other_params, training ? &other_upstream : nullptr);
+  DeviceProblem prepared(prepared_params, training ? &prepared_upstream : nullptr),
+      other(other_params, training ? &other_upstream : nullptr);
+  const std::vector<OutputTensor> outputs = testing::run_second_pass(*stage, prepared, other);
+  const CheckReport report = testing::check_against_reference(*stage, other_params, outputs,
+                                                              training ? &other_upstream : nullptr);
+  EXPECT_TRUE(report.passed()) << info.name << ": the second problem's outputs\n"
+                               << report.describe();
+}
+
+INSTANTIATE_TEST_SUITE_P(AllStages, StageReadsTheTensorsOfEachPass,
+                         ::testing::Range<std::size_t>(0, all_stages().size()),
+                         [](const ::testing::TestParamInfo<std::size_t>& info) {
+                           return safe_name(all_stages()[info.param].name);
+                         });
+
 /// A pass must end on the caller's stream: work a stage forks to side streams has to be joined
 /// back (stage.h). The harness synchronises the whole device after a pass, so a missing join
 /// would go unseen there. Stream capture makes it visible: a capture whose forked work is not
