@@ -658,59 +658,42 @@ def against_cudnn_sections(every, root):
 
 def figure_against_cudnn(res, root=ROOT):
     """A panel per kind and precision: each stage's ratios to cuDNN's fastest, in stage order."""
-    chosen = latest_stages(res, root)
     panels = {}
-    for (impl, precision), runs in chosen.items():
+    for (impl, precision), runs in latest_stages(res, root).items():
         panels.setdefault((runs[0].kind, precision), []).append((impl, runs))
     if not panels:
         raise MissingData("no stage of this tree timed at the canonical config")
-    gpu = next((c["gpu"] for c in res.context.values() if c.get("gpu")), "?")
-    kinds = sorted({kind for kind, _ in panels})  # a row of panels per kind
-    widest = max(sum(len(p) + 2 for (k, _), p in panels.items() if k == kind) for kind in kinds)
-    fig = Figure(figsize=(3 + 0.3 * widest, 0.8 + 3.4 * len(kinds)), dpi=DPI,
-                 layout="constrained")
-    fig.suptitle(f"Each stage's time ÷ cuDNN's fastest in the same run (lower is better), {gpu}")
-    every = [r for _, runs in chosen.items() for r in runs]
-    sweep = [r for r in every if r.group == "batch_sweep"]
-    fig.supxlabel(textwrap.fill(
-        f"Each stage from the latest file of {rel(res.folder)} that times it at the canonical "
-        f"config ({shape_label(next(r for r in every if r.group == 'canonical'))}), against the "
-        "fastest cuDNN algorithm of that precision in the same file; the batch-sweep points at "
-        f"{fixed_sizes(sweep) if sweep else '-'}; 'worst': the largest ratio over every "
-        "configuration of that file.", 160), fontsize=7.5, color="#555555", x=0.01, ha="left")
-    lines = [("canonical", "canonical config", "o")] + [
-        (p, f"H={p[0]} B={p[1]}", m) for p, m in zip(LATEST_POINTS, "s^v")]
-    ratios = [x for runs in chosen.values() for _, x in against_best(runs, res.runs)]
-    limits, axes, spare = (min(ratios + [1]) / 1.3, max(ratios + [1]) * 1.3), [], []
-    for sub, kind in zip(fig.subfigures(len(kinds), 1, squeeze=False)[:, 0], kinds):
-        mine = sorted(((k, p) for k, p in panels if k == kind), key=lambda kp: RANK[kp[1]])
-        widths = [len(panels[key]) + 2 for key in mine]
-        row = sub.subplots(1, len(mine) + 1, squeeze=False, width_ratios=widths + [
-            max(1, widest - sum(widths))])[0]  # the last, empty, keeps the rows' scales alike
-        row[-1].set_axis_off()
-        spare.append((widest - sum(widths), row[-1]))  # the legend goes in the widest
-        for ax, (kind, precision) in zip(row, mine):
-            stages = panels[(kind, precision)]
-            points = [latest_points(runs, res.runs) for _, runs in stages]
-            xs = range(len(stages))
-            for i, (key, label, marker) in enumerate(lines):
-                ax.plot([x for x, (at, _, _) in zip(xs, points) if key in at],
-                        [at[key] for at, _, _ in points if key in at], marker=marker,
-                        label=label, color=PALETTE[i], linewidth=1)
-            worst = [(x, w[1]) for x, (_, w, _) in zip(xs, points) if w]
-            ax.plot(*zip(*worst), linestyle="none", marker="_", markersize=14,
-                    markeredgewidth=2, color="black", label="worst configuration of the file")
-            ax.axhline(1, color="black", linestyle="--", linewidth=1, label="cuDNN's fastest")
-            ax.set_xticks(xs, [f"{stage_number(i):02d}" for i, _ in stages], fontsize=8)
-            ax.set(title=f"{kind}, {precision.upper()}", xlabel="stage", yscale="log",
-                   xlim=(-0.6, len(stages) - 0.4), ylim=limits)
-            ax.yaxis.set_major_locator(LogLocator(subs=(1, 2, 5)))
-            ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
-            ax.grid(alpha=0.3)
-            axes.append(ax)
-        row[0].set_ylabel("time ÷ cuDNN's fastest")
-    max(spare, key=lambda wa: wa[0])[1].legend(*axes[0].get_legend_handles_labels(),
-                                               loc="center", fontsize=8.5)
+    runs = [r for stages in panels.values() for _, group in stages for r in group]
+    sweep = [r for r in runs if r.group == "batch_sweep"] or runs
+    fig = new_figure(res, runs, "Each stage's time ÷ cuDNN's fastest in the same run (lower is "
+                     "better)", (15, 3.6 * math.ceil(len(panels) / 3) + 1), note=(
+                         f"Each stage from the latest file of {rel(res.folder)} that times it at "
+                         "the canonical config, against cuDNN's fastest of that precision in the "
+                         f"same file; the batch-sweep points at {fixed_sizes(sweep)}; 'worst': the "
+                         "largest ratio over every configuration of that file."))
+    axes = fig.subplots(math.ceil(len(panels) / 3), 3, sharey=True, squeeze=False).flat
+    lines = [("canonical", "canonical config")] + [(p, f"H={p[0]} B={p[1]}") for p in LATEST_POINTS]
+    for (kind, precision), ax in zip(sorted(panels, key=lambda k: (k[0], RANK[k[1]])), axes):
+        stages = panels[(kind, precision)]
+        points = [latest_points(group, res.runs) for _, group in stages]
+        for i, (key, label) in enumerate(lines):
+            xs = [x for x, (at, _, _) in enumerate(points) if key in at]
+            ax.plot(xs, [points[x][0][key] for x in xs], marker=MARKERS[i], color=PALETTE[i],
+                    label=label)
+        xs = [x for x, (_, worst, _) in enumerate(points) if worst]
+        ax.plot(xs, [points[x][1][1] for x in xs], "k_", markersize=14, markeredgewidth=2,
+                label="worst configuration of the file")
+        ax.axhline(1, color="black", linestyle="--", linewidth=1, label="cuDNN's fastest")
+        ax.set_xticks(range(len(stages)), [f"{stage_number(i):02d}" for i, _ in stages],
+                      fontsize=7 if len(stages) > 12 else 9)
+        ax.set(title=f"{kind}, {precision.upper()}", xlabel="stage", yscale="log",
+               ylabel="time ÷ cuDNN's fastest")
+        ax.yaxis.set_major_locator(LogLocator(subs=(1, 2, 5)))
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+        ax.grid(alpha=0.3)
+    for ax in axes:  # the panels left over
+        ax.set_axis_off()
+    fig.legend(*fig.axes[0].get_legend_handles_labels(), loc="outside right center", fontsize=8.5)
     return fig
 
 # --- Tables and paragraphs (README.md, stages/*/*/README.md, the notebook) -------------------
