@@ -609,15 +609,22 @@ def latest_stages(res, root):
             for key, path in sorted(source.items(), key=lambda kv: (
                 series(kv[0][0]), stage_number(kv[0][0]), RANK[kv[0][1]]))}
 
-def against_best(runs, everything):  # [(run, its time ÷ cuDNN's fastest in the same file)]
+def against_best(runs, everything):
+    """[(run, its time ÷ cuDNN's fastest in the same file and group)], a shape once: the hidden
+    sweep's point of the canonical shape is left to the canonical group."""
+    canonical_shapes = {r.shape for r in runs if r.group == "canonical"}
     return [(r, r.ms / best.ms) for r in runs if not r.error
-            and (best := cudnn_best(everything, r)) is not None]
+            and (r.group == "canonical" or r.shape not in canonical_shapes)
+            and (best := cudnn_best([e for e in everything if e.group == r.group], r)) is not None]
 
 def latest_points(runs, everything):  # {'canonical' or (H, B): ratio}, and the worst point
     ratios = against_best(runs, everything)
     at = {("canonical" if r.group == "canonical" else (r.H, r.B)): x for r, x in ratios
           if r.group == "canonical" or (r.group == "batch_sweep" and (r.H, r.B) in LATEST_POINTS)}
     return at, max(ratios, key=lambda rx: rx[1], default=None), len(ratios)
+
+def short_label(run):  # shape_label() without I where I = H: 'H=512 B=1 T=100 L=1'
+    return " ".join(f"{s}={v}" for s, v in zip("HIBTL", run.shape) if s != "I" or v != run.H)
 
 def against_cudnn_table(res, root):
     """A row per stage (and precision) of the folder: its canonical time, its ratios to cuDNN's
@@ -633,8 +640,7 @@ def against_cudnn_table(res, root):
         ctx = res.context[canonical_run.source]
         body.append([impl, precision.upper(), f"{canonical_run.ms:.3f}"] + [
             f"{at[p]:.2f}×" if p in at else "–" for p in ("canonical", *LATEST_POINTS)] + [
-            f"{worst[1]:.2f}× at {shape_label(worst[0]).replace(f' I={worst[0].H}', '')}, "
-            f"of {n}" if worst else "–",
+            f"{worst[1]:.2f}× at {short_label(worst[0])}, of {n}" if worst else "–",
             f"`{canonical_run.source.name}` ({ctx.get('git_commit', '?')[:7]})"])
     header = ["implementation", "precision", "canonical ms (median)",
               "÷ cuDNN's fastest, canonical", *(f"÷, H={h} B={b}" for h, b in LATEST_POINTS),

@@ -500,10 +500,12 @@ def bench_file(path, date, runs):
     entries = []
     for impl, group, (h, b, t, layers), kind, precision, ms in runs:
         name = f"{impl}/{group}/H:{h}/I:{h}/B:{b}/T:{t}/L:{layers}/manual_time"
-        entries += [{"name": name, "run_name": name, "run_type": "iteration",
-                     "label": f"kind={kind} precision={precision}", "median_ms": ms * f,
-                     "min_ms": ms * f, "max_ms": ms * f, "tflops": 1.0,
-                     "us_per_step_layer": ms * f * 10} for f in (0.9, 1.0, 1.1)]
+        label = {"name": name, "run_name": name, "run_type": "iteration",
+                 "label": f"kind={kind} precision={precision}"}
+        entries += [label | {"error_occurred": True, "error_message": "unsupported: too large"}
+                    ] if ms is None else [label | {
+                        "median_ms": ms * f, "min_ms": ms * f, "max_ms": ms * f, "tflops": 1.0,
+                        "us_per_step_layer": ms * f * 10} for f in (0.9, 1.0, 1.1)]
     path.write_text(json.dumps({"context": {"gpu": "SYNTHETIC GPU", "git_commit": path.stem,
                                             "date": date}, "benchmarks": entries}))
 
@@ -528,7 +530,12 @@ class AgainstCudnn(Case):
             ("cudnn_standard", "canonical", CANON, "forward", "fp32", 4.0),
             ("cudnn_persist_static", "canonical", CANON, "forward", "fp32", 3.0),
             ("cudnn_standard", "batch_sweep", (512, 1, 100, 1), "forward", "fp32", 1.0),
-            ("cudnn_standard", "batch_sweep", (1024, 256, 100, 1), "forward", "fp32", 1.0)])
+            ("cudnn_standard", "batch_sweep", (1024, 256, 100, 1), "forward", "fp32", 1.0),
+            (STAGE7, "batch_sweep", (1024, 4, 100, 1), "forward", "fp32", None),  # refused
+            ("cudnn_standard", "batch_sweep", (1024, 4, 100, 1), "forward", "fp32", 1.0),
+            # The hidden sweep's point of the canonical shape: the canonical group's alone counts.
+            (STAGE7, "hidden_sweep", CANON, "forward", "fp32", 6.5),
+            ("cudnn_persist_static", "hidden_sweep", CANON, "forward", "fp32", 1.5)])
         bench_file(folder / "bench_other.json", "2003-01-01T00:00:00+00:00", [  # no stage 07
             ("cudnn_standard", "canonical", CANON, "forward", "fp32", 0.5)])
         return folder

@@ -3,8 +3,8 @@
  *         is in README.md beside this file.
  *
  * As stage 03, but prepare() transposes each layer's W_ih and W_hh once (cublasSgeam) into
- * buffers of its Layer, and both GEMMs take them as stored (CUBLAS_OP_N, lda = 4H) instead of
- * transposing them on the fly (CUBLAS_OP_T).
+ * buffers of its Layer (again where a pass brings other weights), and both GEMMs take them as
+ * stored (CUBLAS_OP_N, lda = 4H) instead of transposing them on the fly (CUBLAS_OP_T).
  */
 #include <cublas_v2.h>
 
@@ -100,30 +100,18 @@ class ForwardPass final : public Stage {
     for (int i = 0; i < sequence_buffers(s); ++i)
       layer_outputs_[i].allocate(s.seq_len * state);
     layers_.resize(s.layers);
-    const float one = 1.0f, zero = 0.0f;
-    const int four_h = kGates * s.hidden;
-    for (int l = 0; l < s.layers; ++l) {
-      Layer& layer = layers_[l];
-      // The one-time re-layout. To column-major cuBLAS a row-major (4H, I_l) weight is the
-      // (I_l x 4H) matrix W^T; geam writes its transpose, W column-major (4H x I_l) with ld 4H
-      // (the same bytes as W^T row-major): the operand an NN GEMM takes as it is.
-      const int input_size = s.layer_input_size(l);
-      layer.w_ih_t.allocate(static_cast<std::size_t>(four_h) * input_size);
-      layer.w_hh_t.allocate(static_cast<std::size_t>(four_h) * s.hidden);
-      // C = 1 * op(A) + 0 * op(B) with op = transpose; B = A keeps the unused operand valid
-      CUBLAS_CHECK(cublasSgeam(cublas_input_, CUBLAS_OP_T, CUBLAS_OP_T, four_h, input_size, &one,
-                               t.w_ih[l], input_size, &zero, t.w_ih[l], input_size,
-                               layer.w_ih_t.data(), four_h));
-      CUBLAS_CHECK(cublasSgeam(cublas_input_, CUBLAS_OP_T, CUBLAS_OP_T, four_h, s.hidden, &one,
-                               t.w_hh[l], s.hidden, &zero, t.w_hh[l], s.hidden, layer.w_hh_t.data(),
-                               four_h));
-      CUDA_CHECK(cudaStreamSynchronize(input_stream_));  // ready before any forward
-    }
+    transpose_weights(t);
   }
 
   void forward(const DeviceTensors& t, cudaStream_t stream) override {
     const ProblemSize& s = t.size;
     const int chunks = ceil_div(s.seq_len, kChunkSteps);
+    // A pass with other weights: transposed again, once the passes already on `stream` are done
+    // with the copies.
+    if (!same_tensors(t, transposed_)) {
+      CUDA_CHECK(cudaStreamSynchronize(stream));
+      transpose_weights(t);
+    }
     // Every side stream starts after the work already on the caller's stream: the harness's
     // poisoning of y, hy, cy, and the previous pass (joined back into `stream` at its end).
     CUDA_CHECK(cudaEventRecord(start_, stream));
@@ -146,6 +134,30 @@ class ForwardPass final : public Stage {
   /// Intermediate layers' h sequences (T, B, H): two, used alternately, when L > 2; one when
   /// L = 2; none when L = 1 (the only layer writes y).
   static int sequence_buffers(const ProblemSize& s) { return s.layers > 2 ? 2 : s.layers - 1; }
+
+  /// The one-time re-layout. To column-major cuBLAS a row-major (4H, I_l) weight is the
+  /// (I_l x 4H) matrix W^T; geam writes its transpose, W column-major (4H x I_l) with ld 4H (the
+  /// same bytes as W^T row-major): the operand an NN GEMM takes as it is. Returns once done.
+  void transpose_weights(const DeviceTensors& t) {
+    const ProblemSize& s = t.size;
+    const float one = 1.0f, zero = 0.0f;
+    const int four_h = kGates * s.hidden;
+    for (int l = 0; l < s.layers; ++l) {
+      Layer& layer = layers_[l];
+      const int input_size = s.layer_input_size(l);
+      layer.w_ih_t.allocate(static_cast<std::size_t>(four_h) * input_size);
+      layer.w_hh_t.allocate(static_cast<std::size_t>(four_h) * s.hidden);
+      // C = 1 * op(A) + 0 * op(B) with op = transpose; B = A keeps the unused operand valid
+      CUBLAS_CHECK(cublasSgeam(cublas_input_, CUBLAS_OP_T, CUBLAS_OP_T, four_h, input_size, &one,
+                               t.w_ih[l], input_size, &zero, t.w_ih[l], input_size,
+                               layer.w_ih_t.data(), four_h));
+      CUBLAS_CHECK(cublasSgeam(cublas_input_, CUBLAS_OP_T, CUBLAS_OP_T, four_h, s.hidden, &one,
+                               t.w_hh[l], s.hidden, &zero, t.w_hh[l], s.hidden, layer.w_hh_t.data(),
+                               four_h));
+    }
+    CUDA_CHECK(cudaStreamSynchronize(input_stream_));  // ready before any forward
+    transposed_ = t;
+  }
 
   /// Everything one layer owns: its re-laid-out weights.
   struct Layer {
@@ -236,6 +248,7 @@ class ForwardPass final : public Stage {
   DeviceBuffer<float> cell_;   // (B, H): c of the current layer
   DeviceBuffer<float> layer_outputs_[2];
   std::vector<Layer> layers_;
+  DeviceTensors transposed_;  // the tensors whose weights layers_ hold transposed
 };
 
 }  // namespace

@@ -92,8 +92,6 @@ class ForwardPass final : public Stage {
     CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&lowest_priority, &highest_priority));
     CUDA_CHECK(cudaEventCreateWithFlags(&start_, cudaEventDisableTiming));
     layers_.resize(s.layers);
-    const float one = 1.0f, zero = 0.0f;
-    const int four_h = kGates * s.hidden;
     for (int l = 0; l < s.layers; ++l) {
       Layer& layer = layers_[l];
       CUDA_CHECK(cudaStreamCreateWithPriority(&layer.recurrent_stream, cudaStreamNonBlocking,
@@ -124,28 +122,20 @@ class ForwardPass final : public Stage {
       layer.gates.allocate(static_cast<std::size_t>(s.seq_len) * kGates * state);
       layer.cell.allocate(state);
       if (l < s.layers - 1) layer.output.allocate(s.seq_len * state);  // the last writes y
-
-      // The one-time re-layout. To column-major cuBLAS a row-major (4H, I_l) weight is the
-      // (I_l x 4H) matrix W^T; geam writes its transpose, W column-major (4H x I_l) with ld 4H
-      // (the same bytes as W^T row-major): the operand an NN GEMM takes as it is.
-      const int input_size = s.layer_input_size(l);
-      layer.w_ih_t.allocate(static_cast<std::size_t>(four_h) * input_size);
-      layer.w_hh_t.allocate(static_cast<std::size_t>(four_h) * s.hidden);
-      // C = 1 * op(A) + 0 * op(B) with op = transpose; B = A keeps the unused operand valid
-      CUBLAS_CHECK(cublasSgeam(layer.cublas_input, CUBLAS_OP_T, CUBLAS_OP_T, four_h, input_size,
-                               &one, t.w_ih[l], input_size, &zero, t.w_ih[l], input_size,
-                               layer.w_ih_t.data(), four_h));
-      CUBLAS_CHECK(cublasSgeam(layer.cublas_input, CUBLAS_OP_T, CUBLAS_OP_T, four_h, s.hidden, &one,
-                               t.w_hh[l], s.hidden, &zero, t.w_hh[l], s.hidden, layer.w_hh_t.data(),
-                               four_h));
-      CUDA_CHECK(cudaStreamSynchronize(layer.input_stream));  // ready before any forward
     }
+    transpose_weights(t);
     CUDA_CHECK(cudaStreamCreateWithFlags(&capture_stream_, cudaStreamNonBlocking));
     capture(t);
   }
 
   void forward(const DeviceTensors& t, cudaStream_t stream) override {
-    if (!same_tensors(t, captured_)) capture(t);       // the graph holds the captured pointers
+    // The graph holds the captured pointers: a pass with other tensors records it again, their
+    // weights transposed again once the passes already on `stream` are done with the copies.
+    if (!same_tensors(t, captured_)) {
+      CUDA_CHECK(cudaStreamSynchronize(stream));
+      transpose_weights(t);
+      capture(t);
+    }
     CUDA_CHECK(cudaGraphLaunch(graph_exec_, stream));  // the whole pass: one call
   }
 
@@ -189,6 +179,29 @@ class ForwardPass final : public Stage {
     // end of that layer's work; the caller's stream waits for every layer.
     for (Layer& layer : layers_)
       CUDA_CHECK(cudaStreamWaitEvent(stream, layer.finished, 0));
+  }
+
+  /// The one-time re-layout. To column-major cuBLAS a row-major (4H, I_l) weight is the
+  /// (I_l x 4H) matrix W^T; geam writes its transpose, W column-major (4H x I_l) with ld 4H (the
+  /// same bytes as W^T row-major): the operand an NN GEMM takes as it is. Returns once done.
+  void transpose_weights(const DeviceTensors& t) {
+    const ProblemSize& s = t.size;
+    const float one = 1.0f, zero = 0.0f;
+    const int four_h = kGates * s.hidden;
+    for (int l = 0; l < s.layers; ++l) {
+      Layer& layer = layers_[l];
+      const int input_size = s.layer_input_size(l);
+      layer.w_ih_t.allocate(static_cast<std::size_t>(four_h) * input_size);
+      layer.w_hh_t.allocate(static_cast<std::size_t>(four_h) * s.hidden);
+      // C = 1 * op(A) + 0 * op(B) with op = transpose; B = A keeps the unused operand valid
+      CUBLAS_CHECK(cublasSgeam(layer.cublas_input, CUBLAS_OP_T, CUBLAS_OP_T, four_h, input_size,
+                               &one, t.w_ih[l], input_size, &zero, t.w_ih[l], input_size,
+                               layer.w_ih_t.data(), four_h));
+      CUBLAS_CHECK(cublasSgeam(layer.cublas_input, CUBLAS_OP_T, CUBLAS_OP_T, four_h, s.hidden, &one,
+                               t.w_hh[l], s.hidden, &zero, t.w_hh[l], s.hidden, layer.w_hh_t.data(),
+                               four_h));
+      CUDA_CHECK(cudaStreamSynchronize(layer.input_stream));  // ready before any forward
+    }
   }
 
   /// Everything one layer owns: streams, handles, events, buffers, re-laid-out weights.

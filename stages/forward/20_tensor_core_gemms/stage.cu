@@ -156,8 +156,6 @@ class ForwardPass final : public Stage {
     CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&lowest_priority, &highest_priority));
     CUDA_CHECK(cudaEventCreateWithFlags(&start_, cudaEventDisableTiming));
     layers_.resize(s.layers);
-    const float one = 1.0f, zero = 0.0f;
-    const int four_h = kGates * s.hidden;
     for (int l = 0; l < s.layers; ++l) {
       Layer& layer = layers_[l];
       CUDA_CHECK(cudaStreamCreateWithPriority(&layer.recurrent_stream, cudaStreamNonBlocking,
@@ -190,10 +188,35 @@ class ForwardPass final : public Stage {
       layer.cell.allocate(state);
       if (l < s.layers - 1) layer.output.allocate(s.seq_len * state);  // the last writes y
       layer.hidden_16.allocate((s.seq_len + 1) * state);
+    }
+    transpose_weights(t);
+    x_16_.allocate(static_cast<std::size_t>(s.seq_len) * s.batch * s.input_size);
+    CUDA_CHECK(cudaStreamCreateWithFlags(&capture_stream_, cudaStreamNonBlocking));
+    capture(t);
+  }
 
-      // The one-time re-layout. To column-major cuBLAS a row-major (4H, I_l) weight is the
-      // (I_l x 4H) matrix W^T; geam writes its transpose, W column-major (4H x I_l) with ld 4H
-      // (the same bytes as W^T row-major): the operand an NN GEMM takes as it is.
+  void forward(const DeviceTensors& t, cudaStream_t stream) override {
+    // The graph holds the captured pointers: a pass with other tensors records it again, their
+    // weights transposed again once the passes already on `stream` are done with the copies.
+    if (!same_tensors(t, captured_)) {
+      CUDA_CHECK(cudaStreamSynchronize(stream));
+      transpose_weights(t);
+      capture(t);
+    }
+    CUDA_CHECK(cudaGraphLaunch(graph_exec_, stream));  // the whole pass: one call
+  }
+
+ private:
+  /// The one-time re-layout. To column-major cuBLAS a row-major (4H, I_l) weight is the
+  /// (I_l x 4H) matrix W^T; geam writes its transpose, W column-major (4H x I_l) with ld 4H (the
+  /// same bytes as W^T row-major): the operand an NN GEMM takes as it is; then rounded once to
+  /// the 16-bit operands the GEMMs read. Returns once done.
+  void transpose_weights(const DeviceTensors& t) {
+    const ProblemSize& s = t.size;
+    const float one = 1.0f, zero = 0.0f;
+    const int four_h = kGates * s.hidden;
+    for (int l = 0; l < s.layers; ++l) {
+      Layer& layer = layers_[l];
       const int input_size = s.layer_input_size(l);
       // In FP32 only until they are rounded below.
       DeviceBuffer<float> w_ih_t(static_cast<std::size_t>(four_h) * input_size);
@@ -212,17 +235,8 @@ class ForwardPass final : public Stage {
       round_16(w_hh_t.data(), layer.w_hh_16.data(), w_hh_t.size(), layer.input_stream);
       CUDA_CHECK(cudaStreamSynchronize(layer.input_stream));  // ready before any forward
     }
-    x_16_.allocate(static_cast<std::size_t>(s.seq_len) * s.batch * s.input_size);
-    CUDA_CHECK(cudaStreamCreateWithFlags(&capture_stream_, cudaStreamNonBlocking));
-    capture(t);
   }
 
-  void forward(const DeviceTensors& t, cudaStream_t stream) override {
-    if (!same_tensors(t, captured_)) capture(t);       // the graph holds the captured pointers
-    CUDA_CHECK(cudaGraphLaunch(graph_exec_, stream));  // the whole pass: one call
-  }
-
- private:
   /// Records one whole pass (stage 05's forward) into graph_ and instantiates graph_exec_.
   void capture(const DeviceTensors& t) {
     if (graph_exec_) CUDA_CHECK(cudaGraphExecDestroy(graph_exec_));

@@ -276,6 +276,7 @@ class DataParallel final : public TrainingStage {
           "multigpu/00_data_parallel: a pass with other weights than prepare() copied to the "
           "other GPUs; call prepare() with them first");
     }
+    point_home_share_at(t);
     KeepDevice keep;
     CUDA_CHECK(cudaEventRecord(inputs_ready_, stream));
     for (auto& replica : replicas_) {
@@ -295,6 +296,7 @@ class DataParallel final : public TrainingStage {
 
   void backward(const DeviceTensors& t, cudaStream_t stream) override {
     const ProblemSize& s = t.size;
+    point_home_share_at(t);
     KeepDevice keep;
     std::fill(written_.begin(), written_.end(), 0);
     std::fill(reduced_.begin(), reduced_.end(), false);
@@ -326,6 +328,16 @@ class DataParallel final : public TrainingStage {
   }
 
  private:
+  /// The harness's GPU reads the harness's parameters and writes its gradient buffers in place
+  /// (make_share): its share points at those of the pass, which may be other tensors than
+  /// prepare() saw (the other GPUs' copies of the weights may not: forward() refuses them).
+  void point_home_share_at(const DeviceTensors& t) {
+    DeviceTensors& d = replicas_.front()->tensors;
+    d.w_ih = t.w_ih, d.w_hh = t.w_hh, d.b_ih = t.b_ih, d.b_hh = t.b_hh;
+    d.grad_w_ih = t.grad_w_ih, d.grad_w_hh = t.grad_w_hh;
+    d.grad_b_ih = t.grad_b_ih, d.grad_b_hh = t.grad_b_hh;
+  }
+
   /// Points `r.tensors` at GPU r.device's share of `t`: its own buffers for the batch rows; the
   /// harness's parameters and gradient buffers on the harness's GPU (`own_parameters` false),
   /// else copies of the parameters and buffers of its own for their gradients.
