@@ -53,6 +53,11 @@ class DeviceBuffer {
 
   /// Frees what is held and allocates `count` elements (uninitialised).
   void allocate(std::size_t count);
+  /// allocate(count), unless exactly `count` elements are held already: then the same memory
+  /// (and its contents) is kept, so that a graph recorded with its address stays valid.
+  void allocate_once(std::size_t count) {
+    if (count != count_ || (count > 0 && !data_)) allocate(count);
+  }
   /// Allocates and copies `host` to the device (synchronous).
   void upload(const std::vector<T>& host);
   /// Copies the device contents to a new host vector (synchronous).

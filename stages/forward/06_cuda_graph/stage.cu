@@ -133,6 +133,7 @@ class ForwardPass final : public Stage {
     // weights transposed again once the passes already on `stream` are done with the copies.
     if (!same_tensors(t, captured_)) {
       CUDA_CHECK(cudaStreamSynchronize(stream));
+      captured_ = {};  // until the pass is recorded again
       transpose_weights(t);
       capture(t);
     }
@@ -181,9 +182,10 @@ class ForwardPass final : public Stage {
       CUDA_CHECK(cudaStreamWaitEvent(stream, layer.finished, 0));
   }
 
-  /// The one-time re-layout. To column-major cuBLAS a row-major (4H, I_l) weight is the
-  /// (I_l x 4H) matrix W^T; geam writes its transpose, W column-major (4H x I_l) with ld 4H (the
-  /// same bytes as W^T row-major): the operand an NN GEMM takes as it is. Returns once done.
+  /// The re-layout, in prepare() (and again for other weights). To column-major cuBLAS a
+  /// row-major (4H, I_l) weight is the (I_l x 4H) matrix W^T; geam writes its transpose, W
+  /// column-major (4H x I_l) with ld 4H (the same bytes as W^T row-major): the operand an NN GEMM
+  /// takes as it is. Returns once done.
   void transpose_weights(const DeviceTensors& t) {
     const ProblemSize& s = t.size;
     const float one = 1.0f, zero = 0.0f;
@@ -191,8 +193,8 @@ class ForwardPass final : public Stage {
     for (int l = 0; l < s.layers; ++l) {
       Layer& layer = layers_[l];
       const int input_size = s.layer_input_size(l);
-      layer.w_ih_t.allocate(static_cast<std::size_t>(four_h) * input_size);
-      layer.w_hh_t.allocate(static_cast<std::size_t>(four_h) * s.hidden);
+      layer.w_ih_t.allocate_once(static_cast<std::size_t>(four_h) * input_size);
+      layer.w_hh_t.allocate_once(static_cast<std::size_t>(four_h) * s.hidden);
       // C = 1 * op(A) + 0 * op(B) with op = transpose; B = A keeps the unused operand valid
       CUBLAS_CHECK(cublasSgeam(layer.cublas_input, CUBLAS_OP_T, CUBLAS_OP_T, four_h, input_size,
                                &one, t.w_ih[l], input_size, &zero, t.w_ih[l], input_size,

@@ -4,8 +4,9 @@
  *         element-wise work, c and the outputs stay FP32. The lesson is in README.md.
  *
  * As stage 06 (the layers in a wavefront, the pass captured as a CUDA graph), with a 16-bit copy
- * of each GEMM operand: the weights rounded once in prepare() (as 06 transposes them once), x at
- * the start of each pass, h written in both widths by the element-wise kernel.
+ * of each GEMM operand: the weights rounded once in prepare() (as 06 transposes them once; again
+ * for other weight tensors), x at the start of each pass, h written in both widths by the
+ * element-wise kernel.
  */
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
@@ -200,6 +201,7 @@ class ForwardPass final : public Stage {
     // weights transposed again once the passes already on `stream` are done with the copies.
     if (!same_tensors(t, captured_)) {
       CUDA_CHECK(cudaStreamSynchronize(stream));
+      captured_ = {};  // until the pass is recorded again
       transpose_weights(t);
       capture(t);
     }
@@ -207,10 +209,10 @@ class ForwardPass final : public Stage {
   }
 
  private:
-  /// The one-time re-layout. To column-major cuBLAS a row-major (4H, I_l) weight is the
-  /// (I_l x 4H) matrix W^T; geam writes its transpose, W column-major (4H x I_l) with ld 4H (the
-  /// same bytes as W^T row-major): the operand an NN GEMM takes as it is; then rounded once to
-  /// the 16-bit operands the GEMMs read. Returns once done.
+  /// The re-layout, in prepare() (and again for other weights). To column-major cuBLAS a
+  /// row-major (4H, I_l) weight is the (I_l x 4H) matrix W^T; geam writes its transpose, W
+  /// column-major (4H x I_l) with ld 4H (the same bytes as W^T row-major): the operand an NN GEMM
+  /// takes as it is; then rounded to the 16-bit operands the GEMMs read. Returns once done.
   void transpose_weights(const DeviceTensors& t) {
     const ProblemSize& s = t.size;
     const float one = 1.0f, zero = 0.0f;
@@ -229,8 +231,8 @@ class ForwardPass final : public Stage {
                                t.w_hh[l], s.hidden, &zero, t.w_hh[l], s.hidden, w_hh_t.data(),
                                four_h));
       // ... and rounded once to the 16-bit operands the GEMMs read.
-      layer.w_ih_16.allocate(w_ih_t.size());
-      layer.w_hh_16.allocate(w_hh_t.size());
+      layer.w_ih_16.allocate_once(w_ih_t.size());
+      layer.w_hh_16.allocate_once(w_hh_t.size());
       round_16(w_ih_t.data(), layer.w_ih_16.data(), w_ih_t.size(), layer.input_stream);
       round_16(w_hh_t.data(), layer.w_hh_16.data(), w_hh_t.size(), layer.input_stream);
       CUDA_CHECK(cudaStreamSynchronize(layer.input_stream));  // ready before any forward

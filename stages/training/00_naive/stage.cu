@@ -6,7 +6,7 @@
  * what the backward needs (every step's activated gates, c and h). Backward, per layer from the
  * last, per step from the last: 7 element-wise kernels for the cell's derivatives, then 16 GEMMs
  * (per gate: W_hh^T dz into dh_{t-1}, W_ih^T dz into the input's gradient, and the weight
- * gradients dz x^T, dz h_{t-1}^T accumulated step by step) and a bias-gradient kernel each.
+ * gradients dz x^T, dz h_{t-1}^T accumulated step by step) and a bias-gradient kernel per gate.
  */
 #include <cublas_v2.h>
 
