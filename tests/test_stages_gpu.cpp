@@ -23,6 +23,11 @@ std::string safe_name(std::string name) {
   return name;
 }
 
+/// A test case's name where the parameter is a registry index: the stage's name.
+std::string stage_test_name(const ::testing::TestParamInfo<std::size_t>& info) {
+  return safe_name(all_stages()[info.param].name);
+}
+
 /// The registry's indices of the stages of `kind` (a stage's constructor does no GPU work).
 std::vector<std::size_t> stages_of_kind(StageKind kind) {
   std::vector<std::size_t> indices;
@@ -91,10 +96,7 @@ TEST_P(StageVsPyTorch, ReproducesThePyTorchFixture) {
 }
 
 INSTANTIATE_TEST_SUITE_P(ForwardStages, StageVsPyTorch,
-                         ::testing::ValuesIn(stages_of_kind(StageKind::kForward)),
-                         [](const ::testing::TestParamInfo<std::size_t>& info) {
-                           return safe_name(all_stages()[info.param].name);
-                         });
+                         ::testing::ValuesIn(stages_of_kind(StageKind::kForward)), stage_test_name);
 
 class TrainingStageVsPyTorch : public ::testing::TestWithParam<std::size_t> {};
 
@@ -120,9 +122,7 @@ TEST_P(TrainingStageVsPyTorch, ReproducesThePyTorchAutogradFixture) {
 
 INSTANTIATE_TEST_SUITE_P(TrainingStages, TrainingStageVsPyTorch,
                          ::testing::ValuesIn(stages_of_kind(StageKind::kTraining)),
-                         [](const ::testing::TestParamInfo<std::size_t>& info) {
-                           return safe_name(all_stages()[info.param].name);
-                         });
+                         stage_test_name);
 
 /// A pass may come with other tensors than the ones prepare() saw (the same size, other values):
 /// it must read and write those. A stage that records its pass as a CUDA graph, or keeps weights
@@ -150,10 +150,7 @@ TEST_P(StageReadsTheTensorsOfEachPass, ASecondProblemGetsItsOwnOutputs) {
 }
 
 INSTANTIATE_TEST_SUITE_P(AllStages, StageReadsTheTensorsOfEachPass,
-                         ::testing::Range<std::size_t>(0, all_stages().size()),
-                         [](const ::testing::TestParamInfo<std::size_t>& info) {
-                           return safe_name(all_stages()[info.param].name);
-                         });
+                         ::testing::Range<std::size_t>(0, all_stages().size()), stage_test_name);
 
 /// A pass must end on the caller's stream: work a stage forks to side streams has to be joined
 /// back (stage.h). The harness synchronises the whole device after a pass, so a missing join
@@ -208,10 +205,7 @@ TEST_P(StageJoinsItsStreams, APassCapturedFromTheCallersStreamEndsThere) {
 }
 
 INSTANTIATE_TEST_SUITE_P(AllStages, StageJoinsItsStreams,
-                         ::testing::Range<std::size_t>(0, all_stages().size()),
-                         [](const ::testing::TestParamInfo<std::size_t>& info) {
-                           return safe_name(all_stages()[info.param].name);
-                         });
+                         ::testing::Range<std::size_t>(0, all_stages().size()), stage_test_name);
 
 }  // namespace
 }  // namespace lstm

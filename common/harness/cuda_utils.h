@@ -56,7 +56,7 @@ class DeviceBuffer {
   /// allocate(count), unless exactly `count` elements are held already: then the same memory
   /// (and its contents) is kept, so that a graph recorded with its address stays valid.
   void allocate_once(std::size_t count) {
-    if (count != count_ || (count > 0 && !data_)) allocate(count);
+    if (count != count_) allocate(count);  // a failed allocate() leaves count_ 0
   }
   /// Allocates and copies `host` to the device (synchronous).
   void upload(const std::vector<T>& host);
