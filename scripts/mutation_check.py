@@ -332,7 +332,7 @@ MUTATIONS = [
      "J * plan.group_batch * kGates <= plan.threads;", "J * plan.group_batch <= plan.threads;",
      "gpu", r"training_45_cell_update_a_thread_a_gate\.TrainingTensorCoresByGate"),
     # ---- issue 23: training 25_graphs_of_a_pass, the pass as two CUDA graphs
-    # (the test that catches it: Tensors.APassWithOtherTensorsThanPreparedUsesThem).
+    # (the test that catches it: gpu_tests' AllStages/StageReadsTheTensorsOfEachPass).
     ("gpu", "training 25 records its forward graph once, never again for other tensors",
      "stages/training/25_graphs_of_a_pass/stage.cu",
      "    if (!same_tensors(t, forward_graph_.tensors))\n",
@@ -604,7 +604,7 @@ MUTATIONS = [
      "input_t + (first_unit + pj) * row_stride + first_row + pb;",
      "input_t + (first_row + pb) * row_stride + first_unit + pj;", "gpu"),
     # ---- training stage 27 (stage 26's pass as two CUDA graphs; the test that catches it:
-    # TrainingTensorCoresTensors.APassWithOtherTensorsThanPreparedUsesThem)
+    # gpu_tests' AllStages/StageReadsTheTensorsOfEachPass)
     ("gpu", "training 27 records its backward graph once, never again for other tensors",
      "stages/training/27_graphs_of_a_16_bit_pass/stage.cu",
      "    if (!same_tensors(t, backward_graph_.tensors))\n",

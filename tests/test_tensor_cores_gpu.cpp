@@ -155,21 +155,6 @@ TEST(TensorCoresLimits, TooLargeHiddenIsRefusedBeforeLaunchSayingWhatFits) {
   std::cout << "[ LIMIT ] largest H that fits at B = 1: " << largest << "\n";
 }
 
-// A pass may come with other tensors than the ones prepare() saw (same size): it must read and
-// write those. (A stage that records its pass as a CUDA graph must record it again.)
-TEST(TensorCoresTensors, APassWithOtherTensorsThanPreparedUsesThem) {
-  SKIP_WITHOUT_GPU();
-  const ProblemSize size{40, 24, 3, 5, 2};
-  std::unique_ptr<Stage> stage = make();
-  LstmParams prepared_params = generate_params(size, 11), other_params = generate_params(size, 12);
-  quantize_problem(stage->precision(), prepared_params);
-  quantize_problem(stage->precision(), other_params);
-  DeviceProblem prepared(prepared_params), other(other_params);
-  const std::vector<OutputTensor> outputs = testing::run_second_pass(*stage, prepared, other);
-  const CheckReport report = testing::check_against_reference(*stage, other_params, outputs);
-  EXPECT_TRUE(report.passed()) << report.describe();
-}
-
 TEST(TensorCoresFlags, PrecisionFlagChoosesTheType) {
   std::unique_ptr<Stage> stage = make();
   EXPECT_EQ(stage->precision(), Precision::kFp16);

@@ -266,23 +266,6 @@ TEST(PartialSums, ASecondPassWithOtherGradientsIsRight) {
 }
 #endif
 
-// A pass may come with other tensors than the ones prepare() saw (same size): it must read and
-// write those (a stage that records its pass as a graph records it again).
-TEST(Tensors, APassWithOtherTensorsThanPreparedUsesThem) {
-  SKIP_WITHOUT_GPU();
-  const ProblemSize size{40, 24, 3, 5, 2};
-  const LstmParams prepared_params = generate_params(size, 11),
-                   other_params = generate_params(size, 12);
-  const UpstreamGradients prepared_upstream = generate_upstream(size, 13),
-                          other_upstream = generate_upstream(size, 14);
-  DeviceProblem prepared(prepared_params, &prepared_upstream), other(other_params, &other_upstream);
-  std::unique_ptr<Stage> stage = make();
-  const std::vector<OutputTensor> outputs = testing::run_second_pass(*stage, prepared, other);
-  const CheckReport report =
-      testing::check_against_reference(*stage, other_params, outputs, &other_upstream);
-  EXPECT_TRUE(report.passed()) << report.describe();
-}
-
 TEST(Limits, TooLargeHiddenIsRefusedBeforeLaunchSayingWhatFits) {
   SKIP_WITHOUT_GPU();
   cudaDeviceProp prop{};

@@ -292,28 +292,6 @@ INSTANTIATE_TEST_SUITE_P(Shapes, TrainingTensorCores,
                                   kPrecisions[std::get<1>(info.param)];
                          });
 
-// A pass may come with other tensors than the ones prepare() saw (same size): it must read and
-// write those, the weights' 16-bit copies and fragments included.
-TEST(TrainingTensorCoresTensors, APassWithOtherTensorsThanPreparedUsesThem) {
-  SKIP_WITHOUT_GPU();
-  for (const char* precision : kPrecisions) {
-    const ProblemSize size{40, 24, 3, 5, 2};
-    std::unique_ptr<Stage> stage = make_stage(precision, "");
-    LstmParams prepared_params = generate_params(size, 11),
-               other_params = generate_params(size, 12);
-    UpstreamGradients prepared_upstream = generate_upstream(size, 13),
-                      other_upstream = generate_upstream(size, 14);
-    quantize_problem(stage->precision(), prepared_params, &prepared_upstream);
-    quantize_problem(stage->precision(), other_params, &other_upstream);
-    DeviceProblem prepared(prepared_params, &prepared_upstream),
-        other(other_params, &other_upstream);
-    const std::vector<OutputTensor> outputs = testing::run_second_pass(*stage, prepared, other);
-    const CheckReport report =
-        testing::check_against_reference(*stage, other_params, outputs, &other_upstream);
-    EXPECT_TRUE(report.passed()) << precision << "\n" << report.describe();
-  }
-}
-
 TEST(TrainingTensorCoresLimits, TooLargeHiddenIsRefusedBeforeLaunchSayingWhatFits) {
   SKIP_WITHOUT_GPU();
   cudaDeviceProp prop{};

@@ -7,11 +7,9 @@
  *   1. cluster_kernel.cuh: the recurrence of a batch group of up to 8 rows in one cluster; each
  *      block sends its units' h_t to every block of the cluster (st.async, an mbarrier counts
  *      the bytes), so no block polls L2 for a published value.
- *   2. plan.cpp (plan_one_cluster): that plan wherever W_hh fits in 16 blocks (H up to about
- *      600 in 16 bits) and such a cluster can be resident (more groups run in waves); stage 17's
- *      plan elsewhere, and wherever --plan pins one.
- *   3. Here: the cluster kernel's launch (clusters of 16, not cooperative: no cluster waits for
- *      another), without the exchange buffer's slot 0 and sentinels.
+ *   2. plan.cpp (plan_one_cluster): that plan wherever W_hh fits in 16 resident blocks (H up to
+ *      ~600 in 16 bits; more groups run in waves); stage 17's elsewhere and where --plan pins one.
+ *   3. Here: its launch in clusters of 16 (not cooperative), no exchange slot 0 or sentinels.
  *
  * The lesson, the mapping, the limits, the prediction and the measurement: README.md beside
  * this file. Host code here; the kernels in kernel.cuh and cluster_kernel.cuh.
