@@ -67,8 +67,8 @@ std::size_t shared_bytes_for(const Plan& p, int hidden) {
 
 Plan make_plan(const ProblemSize& s, const DeviceLimits& device) {
   Plan plan;
-  // A fixed rule: the 4-wide tile and 256 threads, of the fixed choices the fastest at most
-  // shapes measured with one block per unit (results/h100-sxm/stage07_tune.txt, column 4,256,1).
+  // A fixed rule: the 4-wide tile and 256 threads (column 4,256,1), the fastest fixed choice at
+  // most shapes with one block per unit (git show 068d3be:results/h100-sxm/stage07_tune.txt).
   plan.tile_batch = 4;
   plan.threads = 256;
   plan.units_per_block = ceil_div(s.hidden, device.sm_count);
