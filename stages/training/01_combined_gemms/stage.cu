@@ -5,7 +5,7 @@
  *
  * Forward: forward stage 01 (one input GEMM per layer, one 4H x B x H GEMM per step, ten
  * element-wise kernels per step), keeping the activated gates, c and h of every step.
- * Backward, per layer from the last, per step from the last: eight element-wise kernels write the
+ * Backward, per layer from the last, per step from the last: seven element-wise kernels write the
  * step's gate gradients dz_t into a (T, B, 4H) buffer, and ONE GEMM sends dh back to step t-1.
  * After the recurrence, four calls for the whole layer: dx, dW_ih, dW_hh (GEMMs over all T*B
  * columns) and the bias gradient (a GEMV of dz with a vector of ones).
