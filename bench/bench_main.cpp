@@ -2,9 +2,12 @@
 // (common/standard_configs.json), in one process, so that the ratios between them come from the
 // same run on the same GPU.
 //
-//   build/bin/lstm_bench --benchmark_filter=-training --benchmark_out=DIR/bench.json
-//   build/bin/lstm_bench --benchmark_filter=training --benchmark_out=DIR/bench_training.json
-//   build/bin/lstm_bench --benchmark_filter='canonical'      # one group
+//   build/bin/lstm_bench --precisions=fp32 --benchmark_filter=-training
+//                        --benchmark_out=DIR/bench.json
+//   build/bin/lstm_bench --precisions=fp16,bf16 --benchmark_filter=training
+//                        --benchmark_out=DIR/bench_training_reduced.json
+//   build/bin/lstm_bench --benchmark_filter='canonical'      # one group, every precision
+// (scripts/bench.sh runs the four parts: forward and training, each in FP32 and in 16 bits.)
 //
 // Benchmark names: <implementation>/<group>/H:<H>/I:<I>/B:<B>/T:<T>/L:<L>, where the implementation
 // is a stage ("forward/00_naive") or a baseline ("cudnn_standard"); the label says
@@ -41,6 +44,7 @@
 #include <map>
 #include <memory>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -60,10 +64,11 @@
 namespace lstm::bench {
 namespace {
 
-// Chosen so that each part fits one 10-minute GPU session on an H100 with room to spare: the
-// medians of results/h100-sxm add up to 3.5 s per pass of every forward benchmark and 12.8 s per
-// pass of every training one with its three timings, so 5 x (2 + 10) x 3.5 s = 3.5 minutes of
-// forward passes and 5 x (1 + 3) x 12.8 s = 4.3 minutes of training passes, plus preparation.
+// Chosen so that a part fits one 10-minute GPU session on an H100: when the stages were half as
+// many, the medians of results/h100-sxm added up to 3.5 s per pass of every forward benchmark and
+// 12.8 s per pass of every training one with its three timings, so 5 x (2 + 10) x 3.5 s = 3.5
+// minutes of forward passes and 5 x (1 + 3) x 12.8 s = 4.3 minutes of training passes, plus
+// preparation; the parts are now split by precision as well (--precisions) to stay within it.
 /// Repetitions of every benchmark, and random interleaving, unless the command line sets them.
 constexpr int kRepetitions = 5;
 /// Passes of one repetition: untimed warm-up, then timed.
@@ -92,7 +97,8 @@ Passes passes_of(StageKind kind) {
 /// before training, so that a configuration's data are made once per kind. The precision is in
 /// the name and in the label (precision=...). The FP16/BF16 stages round the float32 data as they
 /// convert it (the bench checks only that every output is finite).
-std::vector<StageInfo> implementations() {
+/// Only those whose precision is in `precisions` (lstm_bench --precisions).
+std::vector<StageInfo> implementations(const std::vector<Precision>& precisions) {
   std::vector<StageInfo> list = all_stages();
   // The multigpu series is measured by scripts/scaling.sh, at every GPU count the machine has.
   list.erase(std::remove_if(list.begin(), list.end(),
@@ -110,7 +116,54 @@ std::vector<StageInfo> implementations() {
     }
   }
 #endif
+  list.erase(std::remove_if(list.begin(), list.end(),
+                            [&](const StageInfo& info) {
+                              return std::find(precisions.begin(), precisions.end(),
+                                               info.make()->precision()) == precisions.end();
+                            }),
+             list.end());
   return list;
+}
+
+/// The precisions of `--precisions=fp32,fp16,...` (every one where the flag is absent), the flag
+/// removed from `args` (Google Benchmark would reject it). Throws std::invalid_argument on a value
+/// that names no precision, an empty list or a precision named twice.
+std::vector<Precision> take_precisions(std::vector<char*>& args) {
+  const std::string flag = "--precisions";
+  std::vector<Precision> precisions;
+  std::string value;
+  bool given = false;
+  for (auto it = args.begin(); it != args.end();) {
+    const std::string text(*it);
+    if (text == flag || text.rfind(flag + "=", 0) == 0) {
+      if (text == flag)
+        throw std::invalid_argument(flag + " needs a value, e.g. --precisions=fp32");
+      value = text.substr(flag.size() + 1);
+      given = true;
+      it = args.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  if (!given) return {Precision::kFp32, Precision::kFp16, Precision::kBf16};
+  std::istringstream items(value);
+  std::string item;
+  while (std::getline(items, item, ',')) {
+    Precision precision;
+    try {
+      precision = precision_from_name(item);
+    } catch (const std::invalid_argument&) {
+      throw std::invalid_argument(flag + " takes fp32, fp16 and bf16, comma-separated (got '" +
+                                  value + "')");
+    }
+    if (std::find(precisions.begin(), precisions.end(), precision) != precisions.end())
+      throw std::invalid_argument(flag + " names " + item + " twice (got '" + value + "')");
+    precisions.push_back(precision);
+  }
+  if (precisions.empty() || value.back() == ',')
+    throw std::invalid_argument(flag + " takes fp32, fp16 and bf16, comma-separated (got '" +
+                                value + "')");
+  return precisions;
 }
 
 std::string gib(std::size_t bytes) {
@@ -403,7 +456,12 @@ void add_environment_context(const Environment& env) {
 }
 
 /// How the run measured: repetitions, interleaving and the passes of one repetition.
-void add_method_context(const std::string& repetitions, const std::string& interleaving) {
+void add_method_context(const std::string& repetitions, const std::string& interleaving,
+                        const std::vector<Precision>& precisions) {
+  std::string names;
+  for (Precision precision : precisions)
+    names += (names.empty() ? "" : ",") + std::string(precision_name(precision));
+  benchmark::AddCustomContext("precisions", names);
   benchmark::AddCustomContext("repetitions", repetitions);
   benchmark::AddCustomContext("random_interleaving", interleaving);
   benchmark::AddCustomContext(
@@ -429,8 +487,12 @@ std::string last_flag_value(const std::vector<char*>& args, const std::string& f
 void print_help() {
   std::cout
       << "lstm_bench: every stage and every cuDNN algorithm over the standard configurations\n"
-         "(Google Benchmark; results/<gpu>/bench.json holds the forward part, bench_training.json\n"
-         "the training part: scripts/bench.sh --only forward|training runs them).\n\n"
+         "(Google Benchmark; results/<gpu>/ holds four parts, each one run: bench.json the FP32\n"
+         "forward, bench_reduced.json the FP16 and BF16 forward, bench_training.json and\n"
+         "bench_training_reduced.json the training passes; scripts/bench.sh runs them).\n\n"
+         "  --precisions=LIST  only the implementations of these precisions (fp32, fp16, bf16,\n"
+         "                     comma-separated; default all); the FMA-rate, grid-barrier and\n"
+         "                     exchange floors only where fp32 is among them\n"
          "Set here unless given on the command line:\n"
          "  --benchmark_repetitions="
       << kRepetitions
@@ -464,6 +526,15 @@ int main(int argc, char** argv) {
   args.insert(args.end(), argv + 1, argv + argc);
   const std::string repetitions = last_flag_value(args, "--benchmark_repetitions");
   const std::string interleaving = last_flag_value(args, "--benchmark_enable_random_interleaving");
+  std::vector<Precision> precisions;
+  try {
+    precisions = take_precisions(args);
+  } catch (const std::invalid_argument& error) {
+    std::cerr << "lstm_bench: " << error.what() << "\n";
+    return 2;
+  }
+  const bool with_fp32 =
+      std::find(precisions.begin(), precisions.end(), Precision::kFp32) != precisions.end();
   bool list_only = false;  // --benchmark_list_tests works without a GPU
   for (const char* arg : args) {
     list_only = list_only || std::string(arg).rfind("--benchmark_list_tests", 0) == 0;
@@ -473,10 +544,12 @@ int main(int argc, char** argv) {
   benchmark::Initialize(&args_count, args.data(), print_help);
   if (benchmark::ReportUnrecognizedArguments(args_count, args.data())) return 2;
   try {
-    benchmark::RegisterBenchmark("fp32_fma_peak", bench_fp32_peak)
-        ->UseManualTime()
-        ->Iterations(1)
-        ->Unit(benchmark::kMillisecond);
+    // The floors (FP32 FMA rate, grid barrier, exchanges) go with the FP32 part.
+    if (with_fp32)
+      benchmark::RegisterBenchmark("fp32_fma_peak", bench_fp32_peak)
+          ->UseManualTime()
+          ->Iterations(1)
+          ->Unit(benchmark::kMillisecond);
     int sm_count = kH100SmCount;
     if (cuda_device_available()) {
       CUDA_CHECK(cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, 0));
@@ -485,8 +558,9 @@ int main(int argc, char** argv) {
     for (int blocks : {64, 32}) {
       if (blocks != sm_count) grid_sync_blocks.push_back(blocks);
     }
-    const auto register_floor = [](const std::string& name, const char* counter, int blocks,
-                                   double (*measure)(int)) {
+    const auto register_floor = [&](const std::string& name, const char* counter, int blocks,
+                                    double (*measure)(int)) {
+      if (!with_fp32) return;
       benchmark::RegisterBenchmark(
           (name + "/blocks:" + std::to_string(blocks)).c_str(),
           [=](benchmark::State& state) { bench_floor(state, counter, blocks, measure); })
@@ -510,7 +584,7 @@ int main(int argc, char** argv) {
                      [](int n) { return measure_cluster_exchange_us(n, kExchangeSteps); });
     // Registered configuration by configuration; the run order is Google Benchmark's (random
     // with interleaving), the data stays in DataCache.
-    static const std::vector<StageInfo> impls = implementations();
+    static const std::vector<StageInfo> impls = implementations(precisions);
     std::vector<StageKind> kinds;  // of each implementation (its object does no CUDA work yet)
     for (const StageInfo& impl : impls)
       kinds.push_back(impl.make()->kind());
@@ -534,7 +608,7 @@ int main(int argc, char** argv) {
         return 1;
       }
       add_environment_context(collect_environment(0));
-      add_method_context(repetitions, interleaving);
+      add_method_context(repetitions, interleaving, precisions);
     }
     benchmark::RunSpecifiedBenchmarks();
     benchmark::Shutdown();

@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """Draws the figures and rewrites the generated README sections from results/<gpu>/.
 
-Reads each results/<gpu>/ with a bench.json: it, bench_training.json (Google Benchmark JSON of
-lstm_bench), pytorch.jsonl, canonical.jsonl (checked runs) and error_vs_seq.jsonl (all optional
-but bench.json). A time is the MEDIAN of the repetitions' median_ms; error bars span their min to
+Reads each results/<gpu>/ with a bench.json: it, bench_reduced.json, bench_training.json,
+bench_training_reduced.json (Google Benchmark JSON of lstm_bench, scripts/bench.sh's four parts),
+pytorch.jsonl, canonical.jsonl (checked runs) and error_vs_seq.jsonl (all optional but
+bench.json). A time is the MEDIAN of the repetitions' median_ms; error bars span their min to
 max. Writes the FIGURES into <gpu>/plots/ (OUT/<gpu>/ with --out) and, unless --no-readmes, the
 sections of readme_sections() from --readme-gpu. Bad input writes nothing and exits 1.
 """
@@ -175,7 +176,9 @@ def load(folder):
     """Reads one results/<gpu>/ folder (bench.json required)."""
     res = Results(Path(folder))
     for name, read in (("bench.json", read_bench), ("bench_training.json", read_bench),
-                       ("bench_reduced.json", read_bench), ("pytorch.jsonl", read_pytorch),
+                       ("bench_reduced.json", read_bench), ("bench_training_reduced.json",
+                                                            read_bench),
+                       ("pytorch.jsonl", read_pytorch),
                        ("canonical.jsonl", read_checks), ("error_vs_seq.jsonl", read_errors)):
         if name == "bench.json" or (res.folder / name).is_file():
             read(res.folder / name, res)

@@ -140,6 +140,20 @@ class Tables(Case):
         self.assertEqual(row(mp.canonical_table(mp.load(folder), "forward"),
                              "forward/00_naive")[6], before[6])
 
+    def test_the_16_bit_training_part_is_read_and_compared_within_its_file(self):
+        folder = self.copy_fixture()  # scripts/bench.sh's bench_training_reduced.json
+        entries = []
+        for impl, ms in (("training/98_half", 2.0), ("cudnn_standard_fp16_training", 8.0)):
+            name = f"{impl}/canonical/{CANONICAL}"
+            entries.append({"name": name, "run_name": name, "run_type": "iteration",
+                            "label": "series=none kind=training precision=fp16",
+                            **{k: ms for k in ("median_ms", "min_ms", "max_ms", "tflops",
+                                               "us_per_step_layer")}})
+        (folder / "bench_training_reduced.json").write_text(json.dumps({
+            "context": {"gpu": "SYNTHETIC GPU"}, "benchmarks": entries}))
+        cells = row(mp.canonical_table(mp.load(folder), "training"), "training/98_half")
+        self.assertEqual((cells[1], cells[2], cells[-1]), ("FP16", "2.000", "0.25×"))
+
     def test_provenance_line_names_the_file_commit_and_repetitions(self):
         last = mp.canonical_table(self.res, "training").splitlines()[-1]
         self.assertEqual(last, "From `plots/testdata/synthetic/synthetic-gpu/bench_training.json`"

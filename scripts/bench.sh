@@ -2,11 +2,16 @@
 # Measures every stage, every cuDNN algorithm and PyTorch's nn.LSTM over the standard
 # configurations (common/standard_configs.json, listed by build/bin/lstm_configs) on this
 # machine's GPU:
-#   DIR/bench.json           Google Benchmark JSON from build/bin/lstm_bench, the forward part:
-#                            every forward stage and cuDNN's forward algorithms (with the
-#                            environment and how it measured as context)
-#   DIR/bench_training.json  the same for the training part: every training stage and cuDNN's
+#   DIR/bench.json           Google Benchmark JSON from build/bin/lstm_bench, the FP32 forward
+#                            part: every FP32 forward stage, cuDNN's FP32 forward algorithms and
+#                            the floors (FMA rate, grid barrier, exchanges), with the environment
+#                            and how it measured as context
+#   DIR/bench_reduced.json   the same for the FP16 and BF16 forward stages and cuDNN algorithms
+#   DIR/bench_training.json  the FP32 training part: every FP32 training stage and cuDNN's FP32
 #                            training algorithms
+#   DIR/bench_training_reduced.json  the FP16 and BF16 training stages and cuDNN algorithms
+#                            (each part one run of lstm_bench: a stage's ratio to cuDNN is taken
+#                            within its part, where cuDNN ran in the same precision)
 #   DIR/pytorch.jsonl        two records per configuration from baselines/pytorch/lstm_pytorch.py:
 #                            the forward pass ("pytorch"), checked against the CPU reference where
 #                            the whole sequence fits the reference's budget, and the training pass
@@ -18,13 +23,17 @@
 # passes after 2 warm-up (a training pass: 3 after 1, of each of the whole pass, its forward and
 # its backward). Each repetition is an entry of the JSON; tables take the median of the
 # repetitions' medians, plots their spread. (The defaults live in lstm_bench: lstm_bench --help.)
-# On an H100 (estimated from the passes and the medians of results/h100-sxm/) the forward part
-# takes about 4 minutes and the training part 5 to 6, so each fits one 10-minute session.
+# Each part is one lstm_bench run, so that a part fits one 10-minute GPU session
+# (--only PART, several in one call where they fit).
 #
 # usage: scripts/bench.sh [--only PART] [DIR] [-- LSTM_BENCH_FLAGS...]
-#   --only forward           lstm_bench's forward part alone (DIR/bench.json)
-#   --only training          lstm_bench's training part alone (DIR/bench_training.json)
-#   --only cpp               both parts of lstm_bench, one after the other
+#   --only forward           lstm_bench's forward parts alone (DIR/bench.json, bench_reduced.json)
+#   --only forward-fp32      DIR/bench.json alone; --only forward-reduced: bench_reduced.json alone
+#   --only training          lstm_bench's training parts alone (DIR/bench_training.json,
+#                            bench_training_reduced.json)
+#   --only training-fp32     DIR/bench_training.json alone; --only training-reduced:
+#                            bench_training_reduced.json alone
+#   --only cpp               the four parts of lstm_bench, one after the other
 #   --only pytorch           the PyTorch part alone, forward and training (appended to
 #                            DIR/pytorch.jsonl)
 #   --only pytorch-training  PyTorch's training pass alone (appended to DIR/pytorch.jsonl)
@@ -44,7 +53,7 @@ cd "$(dirname "$0")/.."
 
 usage() { sed -n '/^# usage:/,/^# Exit status/p' "$0" | sed 's/^# \{0,1\}//'; }
 usage_error() { echo "bench: $*" >&2; usage >&2; exit 2; }
-parts="forward, training, cpp, pytorch, pytorch-forward or pytorch-training"
+parts="forward, forward-fp32, forward-reduced, training, training-fp32, training-reduced, cpp, pytorch, pytorch-forward or pytorch-training"
 only=
 dir=
 bench_flags=()
@@ -63,7 +72,8 @@ while (($#)); do
   esac
 done
 case $only in
-  "" | forward | training | cpp | pytorch | pytorch-forward | pytorch-training) ;;
+  "" | forward | forward-fp32 | forward-reduced | training | training-fp32 | training-reduced | \
+    cpp | pytorch | pytorch-forward | pytorch-training) ;;
   *) usage_error "--only takes $parts, got '$only'" ;;
 esac
 
@@ -80,15 +90,23 @@ fi
 dir=${dir:-results/local/$("$build/bin/lstm_gpu_info" --folder)}
 mkdir -p "$dir"
 
-bench_part() {  # bench_part FILTER FILE: one part of lstm_bench
-  echo "bench: lstm_bench --benchmark_filter=$1 -> $2"
-  "$build/bin/lstm_bench" --benchmark_filter="$1" --benchmark_out="$2" \
+bench_part() {  # bench_part FILTER PRECISIONS FILE: one part of lstm_bench, one run
+  echo "bench: lstm_bench --benchmark_filter=$1 --precisions=$2 -> $3"
+  "$build/bin/lstm_bench" --benchmark_filter="$1" --precisions="$2" --benchmark_out="$3" \
     --benchmark_out_format=json ${bench_flags[@]+"${bench_flags[@]}"}
 }
-case $only in "" | forward | cpp) bench_part -training "$dir/bench.json" ;; esac
-case $only in "" | training | cpp) bench_part training "$dir/bench_training.json" ;; esac
+case $only in "" | forward | forward-fp32 | cpp) bench_part -training fp32 "$dir/bench.json" ;; esac
+case $only in "" | forward | forward-reduced | cpp)
+  bench_part -training fp16,bf16 "$dir/bench_reduced.json" ;;
+esac
+case $only in "" | training | training-fp32 | cpp)
+  bench_part training fp32 "$dir/bench_training.json" ;;
+esac
+case $only in "" | training | training-reduced | cpp)
+  bench_part training fp16,bf16 "$dir/bench_training_reduced.json" ;;
+esac
 case $only in
-  forward | training | cpp)
+  forward* | training* | cpp)
     echo "bench: done (lstm_bench, --only $only); results in $dir"
     exit 0
     ;;

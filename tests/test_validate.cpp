@@ -218,6 +218,9 @@ TEST(Validate, ReducedPrecisionHasNoDefaultBound) {
   EXPECT_EQ(default_tolerance(Precision::kFp32).max_relative_norm, 1e-5);
   EXPECT_STREQ(precision_name(Precision::kFp16), "fp16");
   EXPECT_STREQ(kind_name(StageKind::kTraining), "training");
+  for (Precision precision : {Precision::kFp32, Precision::kFp16, Precision::kBf16})
+    EXPECT_EQ(precision_from_name(precision_name(precision)), precision);
+  EXPECT_THROW(precision_from_name("tf32"), std::invalid_argument);
 }
 
 }  // namespace

@@ -162,12 +162,6 @@ std::vector<Precision> all_precisions() {
   return {Precision::kFp32, Precision::kFp16, Precision::kBf16};
 }
 
-Precision precision_from_name(const std::string& name) {
-  for (Precision precision : all_precisions())
-    if (name == precision_name(precision)) return precision;
-  throw std::invalid_argument("unknown precision \"" + name + "\" (fp32, fp16 or bf16)");
-}
-
 std::string stage_name(Algo algo, Precision precision, StageKind kind) {
   std::string name = "cudnn_" + algo_name(algo);
   if (precision != Precision::kFp32) name += std::string("_") + precision_name(precision);

@@ -38,11 +38,6 @@ Algo algo_from_name(const std::string& name);
 /// BF16 (tensor-op math, FP32 accumulation).
 std::vector<Precision> all_precisions();
 
-/// The precision named `name` ("fp32", "fp16", "bf16": precision_name's spelling, the values of
-/// --precision).
-/// \throws std::invalid_argument for any other name.
-Precision precision_from_name(const std::string& name);
-
 /// The name of the stage for `algo` in `precision` and of `kind`: "cudnn_" + algo_name, then
 /// "_fp16" or "_bf16" for a reduced precision (nothing for FP32, the names the records have
 /// always had), then "_training" for a training stage. E.g. "cudnn_standard",

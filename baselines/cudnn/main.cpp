@@ -46,7 +46,7 @@ int main(int argc, char** argv) {
                  "and dy, dhy, dcy come from --load or the seed");
   };
   const auto select = [&algo, &precision, &training] {
-    const lstm::Precision chosen = cudnn::precision_from_name(precision);
+    const lstm::Precision chosen = lstm::precision_from_name(precision);
     std::vector<lstm::Implementation> implementations;
     for (cudnn::Algo each : cudnn::all_algos()) {
       if (algo == "all" || algo == cudnn::algo_name(each)) {

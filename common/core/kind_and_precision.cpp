@@ -19,6 +19,12 @@ const char* precision_name(Precision precision) {
   }
 }
 
+Precision precision_from_name(const std::string& name) {
+  for (Precision precision : {Precision::kFp32, Precision::kFp16, Precision::kBf16})
+    if (name == precision_name(precision)) return precision;
+  throw std::invalid_argument("unknown precision \"" + name + "\" (fp32, fp16 or bf16)");
+}
+
 Tolerance default_tolerance(Precision precision) {
   if (precision != Precision::kFp32) {
     throw std::invalid_argument(std::string("a ") + precision_name(precision) +

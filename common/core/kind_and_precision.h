@@ -33,6 +33,10 @@ const char* kind_name(StageKind kind);
 /// "fp32", "fp16" or "bf16", as records and benchmark labels spell it.
 const char* precision_name(Precision precision);
 
+/// The precision named `name` in precision_name's spelling.
+/// \throws std::invalid_argument for any other name.
+Precision precision_from_name(const std::string& name);
+
 /// The bound of FP32 implementations (relative norm 1e-5, max-abs 1e-4). Reduced-precision
 /// stages have no default: they state their own bound, set from measurement (e.g.
 /// reduced_precision_tolerance).
