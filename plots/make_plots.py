@@ -104,11 +104,19 @@ def number(mapping, key, where):
         raise InputError(f"{where}: '{key}' is missing or not a finite number (got {value!r})")
     return float(value)
 
+def an_object(value, key, where):
+    """`value` (a JSON object, or nothing: {}); else InputError naming `key` at `where`."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise InputError(f"{where}: '{key}' is not a JSON object (got {value!r})")
+    return value
+
 def read_bench(path, res):
     doc = read_json(path)
     if not isinstance(doc, dict) or not isinstance(doc.get("benchmarks"), list):
         raise InputError(f"{path}: not Google Benchmark JSON (no 'benchmarks' list)")
-    res.context[path], by_run = doc.get("context") or {}, {}
+    res.context[path], by_run = an_object(doc.get("context"), "context", path), {}
     for entry in doc["benchmarks"]:
         if not isinstance(entry, dict) or not isinstance(entry.get("name"), str):
             raise InputError(f"{path}: a benchmark entry without a name")
@@ -140,11 +148,11 @@ def read_pytorch(path, res):  # the last record of each shape, kind and precisio
         rep = {k: number(rec, k, where) for k in ("tflops", "us_per_step_layer")}
         for s in ("median", "min", "max"):
             rep[f"{s}_ms"] = number(rec.get("ms"), s, f"{where}: ms")
-        for phase, times in (rec.get("phases") or {}).items():
+        for phase, times in an_object(rec.get("phases"), "phases", where).items():
             rep[f"{phase}_ms"] = number(times, "median", f"{where}: phases.{phase}")
         kind, precision = rec.get("kind", "forward"), rec.get("precision", rec.get("dtype", "fp32"))
         runs[(shape, kind, precision)] = Run(PYTORCH, "", shape, kind, precision, path, [rep])
-        res.torch = (rec.get("env") or {}).get("torch", res.torch)
+        res.torch = an_object(rec.get("env"), "env", where).get("torch", res.torch)
     res.runs += runs.values()
 
 def read_checks(path, res):  # canonical.jsonl: the latest check of each stage at each shape
@@ -154,7 +162,9 @@ def read_checks(path, res):  # canonical.jsonl: the latest check of each stage a
         status = ("passed" if check.get("passed") is True else
                   "not performed" if check.get("performed") is not True else "FAILED")
         key = (rec.get("stage"), rec.get("kind", "forward"), rec.get("precision", "fp32"), shape)
-        res.checks[key] = [status] + list(check.get("not_checked") or [])
+        if not isinstance(not_checked := check.get("not_checked") or [], list):
+            raise InputError(f"{where}: 'check.not_checked' is not a list (got {not_checked!r})")
+        res.checks[key] = [status] + not_checked
 
 def read_errors(path, res):  # error_vs_seq.jsonl: y's error; the last record of each point
     runs = {}
@@ -169,7 +179,7 @@ def read_errors(path, res):  # error_vs_seq.jsonl: y's error; the last record of
         runs[key] = Run(key[0], "error_vs_seq", key[2], rec.get("kind", "forward"), key[1], path, [{
             "y": number(y, "relative_norm", y_where), "passed": check.get("passed") is True,
             "bound": number(y.get("bound"), "relative_norm", y_where + ".bound")}])
-        res.context[path] = rec.get("env") or {}
+        res.context[path] = an_object(rec.get("env"), "env", where)
     res.errors += runs.values()
 
 def load(folder):
@@ -558,8 +568,12 @@ def scaling_points(folder):
         if rec.get("scaling") not in ("strong", "weak"):
             continue  # the inner stage alone, for the README's comparison
         gpus, batch = int(number(rec, "gpus", where)), int(number(rec, "batch", where))
+        if gpus < 1:
+            raise InputError(f"{where}: 'gpus' is {gpus}, not 1 or more")
         key = (rec["scaling"], batch if rec["scaling"] == "strong" else batch // gpus)
-        points.setdefault(key, {})[gpus] = number(rec.get("ms"), "median", f"{where}: ms")
+        if (ms := number(rec.get("ms"), "median", f"{where}: ms")) <= 0:
+            raise InputError(f"{where}: ms: 'median' is {ms:g}, not a positive time")
+        points.setdefault(key, {})[gpus] = ms
     return points
 
 def figure_scaling(res):  # speedup over one GPU against G, beside the ideal line
@@ -883,15 +897,26 @@ def main(argv=None):
             loaded.get(results / args.readme_gpu) or load(results / args.readme_gpu),
             args.readme_root)
         sections |= {} if args.no_readmes else against_cudnn_sections(every, args.readme_root)
+        # Every figure where bench.json is; against_cudnn.png where any bench*.json is;
+        # scaling.png where scaling.jsonl is (read here, so that bad input draws nothing).
+        folders = sorted(f for f in results.iterdir()
+                         if f in every or (f / "scaling.jsonl").is_file())
+        if not folders:
+            raise InputError(f"{results}: no folder with a bench*.json or scaling.jsonl")
+        outs = {f: Path(args.out) / f.name if args.out else f / "plots" for f in folders}
+        for folder in folders:
+            if (folder / "scaling.jsonl").is_file():
+                scaling_points(folder)
+        for out in outs.values():
+            try:
+                out.mkdir(parents=True, exist_ok=True)
+            except OSError as error:
+                raise InputError(f"{out}: cannot create this output folder: "
+                                 f"{error.strerror}") from None
     except InputError as error:
         print(f"make_plots: error: {error}", file=sys.stderr)
         return 1
-    # Every figure where bench.json is; against_cudnn.png where any bench*.json is; scaling.png
-    # where scaling.jsonl is.
-    for folder in sorted(f for f in results.iterdir()
-                         if f in every or (f / "scaling.jsonl").is_file()):
-        out = Path(args.out) / folder.name if args.out else folder / "plots"
-        out.mkdir(parents=True, exist_ok=True)
+    for folder, out in outs.items():
         res = loaded.get(folder) or Results(folder)
         figures = (FIGURES if folder in loaded else {}) | {"scaling.png": figure_scaling}
         figures |= {"against_cudnn.png": lambda _: figure_against_cudnn(

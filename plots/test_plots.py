@@ -318,6 +318,44 @@ class BadInput(Case):
                             "--out", self.tmp / "out")
         self.assert_refused(result, "other/bench.json: not readable")
 
+    def test_a_malformed_scaling_file_draws_nothing(self):
+        folder = self.copy_fixture()
+        (folder / "scaling.jsonl").write_text("not json\n")
+        self.assert_refused(self.run_on_copy(), "scaling.jsonl: not readable as JSON")
+        self.assertEqual(list(self.tmp.rglob("*.png")), [])
+
+    def test_scaling_on_no_gpu(self):
+        folder = self.copy_fixture()
+        (folder / "scaling.jsonl").write_text(json.dumps(
+            {"scaling": "weak", "gpus": 0, "batch": 16, "ms": {"median": 1.0}}) + "\n")
+        self.assert_refused(self.run_on_copy(), "scaling.jsonl:1: 'gpus' is 0")
+
+    def test_an_env_that_is_not_an_object(self):
+        folder = self.copy_fixture()
+        for name in ("error_vs_seq.jsonl", "pytorch.jsonl"):
+            with self.subTest(name):
+                shutil.rmtree(self.tmp / "root", ignore_errors=True)
+                original = (folder / name).read_text()
+                lines = original.splitlines()
+                record = json.loads(lines[0])
+                record["env"] = "x"
+                lines[0] = json.dumps(record)
+                (folder / name).write_text("\n".join(lines) + "\n")
+                self.assert_refused(self.run_on_copy(), f"{name}:1: 'env' is not a JSON object")
+                (folder / name).write_text(original)
+
+    def test_an_out_that_is_a_file(self):
+        self.copy_fixture()
+        (self.tmp / "out").write_text("")
+        result = run_script("--results", self.tmp / "results", "--out", self.tmp / "out",
+                            "--no-readmes")
+        self.assert_refused(result, "cannot create this output folder")
+
+    def test_a_results_folder_without_results(self):
+        (self.tmp / "results").mkdir()
+        self.assert_refused(run_script("--results", self.tmp / "results", "--no-readmes"),
+                            "no folder with a bench*.json or scaling.jsonl")
+
 
 class Figures(Case):
     def test_every_figure_is_written(self):

@@ -60,11 +60,11 @@ bench_flags=()
 while (($#)); do
   case $1 in
     --only)
-      (($# >= 2)) || usage_error "--only needs a value: $parts"
+      [ -n "${2:-}" ] || usage_error "--only needs a value: $parts"
       only=$2
       shift 2
       ;;
-    --only=*) only=${1#*=}; shift ;;
+    --only=*) only=${1#*=}; [ -n "$only" ] || usage_error "--only needs a value: $parts"; shift ;;
     -h | --help) usage; exit 0 ;;
     --) shift; bench_flags=("$@"); break ;;
     -*) usage_error "unknown option: $1" ;;
@@ -83,6 +83,10 @@ precisions=${PYTORCH_PRECISIONS:-fp32}
 for precision in $precisions; do
   case $precision in fp32 | fp16 | bf16) ;; *) usage_error "PYTORCH_PRECISIONS: $precision is not fp32, fp16 or bf16" ;; esac
 done
+if [ ! -x "$build/bin/lstm_gpu_info" ]; then
+  echo "bench: $build/bin/lstm_gpu_info is not built (build first, or set BUILD_DIR); nothing to measure." >&2
+  exit 1
+fi
 if ! "$build/bin/lstm_gpu_info" >/dev/null 2>&1; then
   echo "bench: no usable CUDA GPU here; nothing to measure."
   exit 1

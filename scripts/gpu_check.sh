@@ -78,6 +78,7 @@ wants() { [[ " $steps " == *" $1 "* ]]; }
 [ "${LSTM_SKIP_BENCH:-0}" != 1 ] || steps=${steps/bench/}
 read -ra step_list <<<"$steps"
 steps="${step_list[*]}"
+((${#step_list[@]})) || usage_error "LSTM_SKIP_BENCH=1 takes bench out of --steps, which leaves no step to run"
 # shellcheck source=lib/build.sh
 source scripts/lib/build.sh
 check_cuda_arch
@@ -97,8 +98,10 @@ if ! grep -q "^GPU [0-9]" <<<"$gpus"; then
 fi
 echo "gpu_check: $(grep "^GPU [0-9]" <<<"$gpus" | head -n 1)"
 
-mkdir -p "$out"
-out=$(cd "$out" && pwd)
+if ! mkdir -p "$out" || ! out=$(cd "$out" && pwd); then
+  echo "gpu_check: cannot create the folder $out for the logs; nothing was built or run"
+  exit 1
+fi
 build=${BUILD_DIR:-build-gpu}
 [ -d /usr/local/cuda/bin ] && export PATH="/usr/local/cuda/bin:$PATH"
 configured=$(sed -n 's/^CMAKE_CUDA_ARCHITECTURES:[A-Z]*=//p' "$build/CMakeCache.txt" 2>/dev/null || true)

@@ -40,9 +40,10 @@ def round_up(x):
 def read(path):
     """{precision: {who: {kind: {metric: largest}}}} and {precision: {kind: {metric: bound}}}."""
     largest, bounds, checked, notes = {}, {}, 0, []
-    with open(path, encoding="utf-8") as lines:
+    with open(path, "rb") as lines:  # decoded line by line: a non-UTF-8 line is named
         for number, line in enumerate(lines, 1):
             try:
+                line = line.decode("utf-8")
                 if not line.strip():
                     continue
                 record = json.loads(line)
@@ -51,18 +52,19 @@ def read(path):
                     continue
                 errors = largest.setdefault(precision, {}).setdefault(
                     CUDNN if stage.startswith("cudnn_") else stage, {})
+                bounds.setdefault(precision, {})  # a table even where no tensor has a value
                 for tensor, result in check["tensors"].items():
                     kind = kind_of(tensor)
                     for m in METRICS if not result.get("missing") else ():
                         if type(value := result[m]) not in (int, float, type(None)):
                             raise ValueError(f"{tensor}'s {m} is not a number: {value!r}")
-                        slot = errors.setdefault(kind, {})  # NaN/Inf in the output: null, inf
-                        infinite = value is None or result.get("nonfinite")
+                        infinite = value is None or result.get("nonfinite")  # NaN/Inf: null
                         if infinite and stage.startswith("cudnn_"):
                             notes.append(f"{stage} {precision} H={record['hidden']} "
                                          f"I={record['input_size']} B={record['batch']} "
                                          f"T={record['seq_len']} L={record['layers']}: {tensor}")
                             continue
+                        slot = errors.setdefault(kind, {})
                         slot[m] = max(slot.get(m, 0.0), math.inf if infinite else value)
                         bound = bounds.setdefault(precision, {}).setdefault(kind, {})
                         bound[m] = max(bound.get(m, 0.0), result["bound"][m])
@@ -76,7 +78,8 @@ def read(path):
 
 
 def proposed(largest):
-    return {precision: {kind: {m: round_up(errors[kind][m]) for m in METRICS}
+    return {precision: {kind: {m: round_up(errors[kind][m]) if m in errors[kind] else None
+                               for m in METRICS}
                         for kind in KINDS if kind in errors}
             for precision, by_who in largest.items() if (errors := by_who.get(CUDNN))}
 
@@ -99,7 +102,7 @@ def table(precision, by_who, bounds, proposal):
                 cells.append(fmt(mine.get(m), 3) + ratio)
         bound = proposal.get(kind)
         cells.append(" / ".join(fmt(bound[m], 2) for m in METRICS) if bound else "—")
-        cells.append(" / ".join(fmt(bounds[kind][m], 2) for m in METRICS))
+        cells.append(" / ".join(fmt(bounds.get(kind, {}).get(m), 2) for m in METRICS))
         rows.append("| " + " | ".join(cells) + " |")
     return "\n".join(rows)
 

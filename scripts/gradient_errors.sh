@@ -22,7 +22,7 @@
 #   environment: BUILD_DIR (default build); STAGES (the stage executables to run, space-separated;
 #   default the two above); CUDNN=0 (leave cuDNN out: to add a stage to a FILE that holds cuDNN's
 #   records of the same shapes and seed, hence of the same rounded data)
-# Exit status: 0 done (refusals, failed checks: on stderr), 1 a run failed otherwise, 2 usage error.
+# Exit status: 0 done (refusals, failed checks: on stderr), 1 no GPU or a run failed otherwise, 2 usage error.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 case ${1:-} in -h | --help) sed -n '/^# usage:/,/^# Exit status/p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;; -*) echo "gradient_errors: unknown option $1" >&2; exit 2 ;; esac
@@ -34,9 +34,10 @@ with_cudnn=${CUDNN:-1}
 [[ $with_cudnn == [01] ]] || { echo "gradient_errors: CUDNN must be 0 or 1 (got $with_cudnn)" >&2; exit 2; }
 algos=(standard persist_static persist_dynamic)  # cuDNN's, each run beside the stages
 ((with_cudnn)) || algos=()
-for exe in "${stages[@]}" $( ((with_cudnn)) && echo lstm_cudnn); do
+for exe in "${stages[@]}" $( ((with_cudnn)) && echo lstm_cudnn) lstm_gpu_info; do
   [ -x "$bin/$exe" ] || { echo "gradient_errors: $bin/$exe is not built" >&2; exit 1; }
 done
+"$bin/lstm_gpu_info" >/dev/null 2>&1 || { echo "gradient_errors: no usable CUDA GPU here; nothing was run" >&2; exit 1; }
 mkdir -p "$(dirname "$out")"
 shapes=(
   "--hidden 200 --input-size 72 --batch 3 --seq 37 --layers 2"

@@ -17,6 +17,9 @@ failed: a mutation that makes a test hang is caught, not a check that never ends
 --targets builds only the named CMake targets after each mutation (and they must hold every
 test the selected mutations run), not the whole tree: on a machine of a few cores a whole build
 takes an hour, e.g. --only "training 50" --targets training50_plan_tests.
+
+Exit status: 0 every selected mutation caught (--texts-only: every text found once), 1 not so,
+2 a usage error: a bad option, an --only that selects nothing, a --build DIR not configured.
 """
 import argparse
 import os
@@ -919,6 +922,13 @@ def check_texts(args):
     return 1 if problems or not mutations else 0
 
 
+def seconds(text):
+    """--test-timeout's value: a whole number of seconds, 1 or more."""
+    if not re.fullmatch(r"[0-9]+", text.strip()) or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"not a whole number of seconds, 1 or more: {text!r}")
+    return int(text)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("which", choices=["cpu", "gpu", "all"])
@@ -926,15 +936,23 @@ def main():
     parser.add_argument("--only", default="",
                         help="run only mutations whose label contains TEXT ('stage 1' is not "
                              "'stage 10': a digit may not follow a TEXT that ends in one)")
-    parser.add_argument("--test-timeout", type=int, default=300,
+    parser.add_argument("--test-timeout", type=seconds, default=300,
                         help="seconds before CTest stops one test (it then counts as failed)")
     parser.add_argument("--targets", nargs="+", default=[],
                         help="build only these CMake targets after a mutation (default: all)")
     parser.add_argument("--texts-only", action="store_true",
                         help="only check that each mutation's text is found exactly once")
     args = parser.parse_args()
+    mutations = selected(args)
+    if not mutations:
+        print(f"mutation check: no {args.which} mutation's label contains {args.only!r}")
+        return 2
     if args.texts_only:
         return check_texts(args)
+    if not (ROOT / args.build / "CMakeCache.txt").is_file():
+        print(f"mutation check: {args.build} is not a configured build folder (no CMakeCache.txt);"
+              " configure it first or name one with --build", file=sys.stderr)
+        return 2
     # Stopped by a time limit (SIGTERM), the mutated file is still restored (the finally below),
     # and its new time stamp makes the next build recompile it.
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
@@ -945,10 +963,6 @@ def main():
     ok = True
     # Each outcome is printed as soon as it is known, so that a run stopped by a time limit still
     # says what it found before it stopped.
-    mutations = selected(args)
-    if not mutations:
-        print(f"mutation check: no {args.which} mutation's label contains {args.only!r}")
-        return 2
     print(f"mutation check ({args.which}{', only ' + repr(args.only) if args.only else ''}; "
           f"{len(mutations)} selected):", flush=True)
 

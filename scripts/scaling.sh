@@ -17,8 +17,8 @@ cd "$(dirname "$0")/.."
 build=build out=""
 while (($#)); do
   case $1 in
-    --build) build=${2:?--build needs a folder}; shift 2 ;;
-    --out) out=${2:?--out needs a folder}; shift 2 ;;
+    --build) [ -n "${2:-}" ] || { echo "scaling: --build needs a folder" >&2; exit 2; }; build=$2; shift 2 ;;
+    --out) [ -n "${2:-}" ] || { echo "scaling: --out needs a folder" >&2; exit 2; }; out=$2; shift 2 ;;
     -h | --help) sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "scaling: unknown option $1" >&2; exit 2 ;;
   esac

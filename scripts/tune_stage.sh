@@ -36,6 +36,7 @@ stage="$build/bin/lstm_$name"
 [ -x "$stage" ] || { echo "tune_stage: no stage executable $stage (build it first)" >&2; exit 2; }
 help=$("$stage" --help)
 grep -q -- --plan <<<"$help" || { echo "tune_stage: $name has no planner (no --plan flag)" >&2; exit 2; }
+"$build/bin/lstm_gpu_info" >/dev/null 2>&1 || { echo "tune_stage: no usable CUDA GPU here; nothing to tune." >&2; exit 1; }
 mkdir -p "$out"
 trace=()
 grep -q -- --trace <<<"$help" && trace=(--trace)

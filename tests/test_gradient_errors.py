@@ -1,9 +1,11 @@
 """scripts/gradient_errors.py on a hand-written fixture (tests/data/gradient_errors_fixture.jsonl:
-seven records in the format the stages and lstm_cudnn append, one written by
-scripts/gradient_errors.sh from a failed check's output, one of a run not checked): cuDNN's
+eight records in the format the stages and lstm_cudnn append, one written by
+scripts/gradient_errors.sh from a failed check's output, one of a run not checked, one of cuDNN
+with NaN in dx): cuDNN's
 largest errors over its algorithms, shapes and layers, the stages' ratios to them, the proposed
-bounds rounded up to 2 significant digits (an exact 1.2e-3 stays, 7.21e-4 becomes 7.3e-4), and a
-malformed file as exit 1 naming its line.
+bounds rounded up to 2 significant digits (an exact 1.2e-3 stays, 7.21e-4 becomes 7.3e-4), records
+with no value to take (cuDNN's only tensor NaN, no tensor, every tensor missing), and a malformed
+or non-UTF-8 file as exit 1 naming its line.
 
 usage: python test_gradient_errors.py [PATH/TO/gradient_errors.py]
 """
@@ -82,6 +84,38 @@ class GradientErrors(unittest.TestCase):
             result = summarise(bad)
             self.assertEqual(result.returncode, 1, result.stdout + result.stderr)
             self.assertIn(f"{bad}:1:", result.stderr)
+
+    def test_records_without_a_value_to_take(self):
+        sizes = {"hidden": 2, "input_size": 3, "batch": 1, "seq_len": 4, "layers": 1}
+        nan_y = {"relative_norm": None, "max_absolute": None, "nonfinite": 3, "missing": False,
+                 "bound": {"relative_norm": 1e-3, "max_absolute": 1e-2}}
+        records = {  # cuDNN's only y NaN; no tensor; every tensor missing
+            "cudnn_nan": {"stage": "cudnn_standard_fp16_training", "tensors": {"y": nan_y}},
+            "no_tensor": {"stage": "training/10_tensor_cores", "tensors": {}},
+            "missing": {"stage": "training/10_tensor_cores", "tensors": {"y": {"missing": True}}}}
+        with tempfile.TemporaryDirectory() as folder:
+            for name, record in records.items():
+                path = Path(folder) / f"{name}.jsonl"
+                path.write_text(json.dumps({**sizes, "stage": record["stage"], "precision": "fp16",
+                                            "check": {"performed": True,
+                                                      "tensors": record["tensors"]}}) + "\n")
+                for args in ((path,), ("--json", path)):
+                    with self.subTest(name, args=args[:-1]):
+                        result = summarise(*args)
+                        self.assertEqual(result.returncode, 0, result.stderr)
+                        self.assertEqual(result.stderr, "")
+            nan = Path(folder) / "cudnn_nan.jsonl"  # named below the table; no bound proposed
+            self.assertIn("- cudnn_standard_fp16_training fp16 H=2 I=3 B=1 T=4 L=1: y",
+                          summarise(nan).stdout)
+            self.assertEqual(json.loads(summarise("--json", nan).stdout), {})
+
+    def test_a_file_that_is_not_utf_8_is_named(self):
+        with tempfile.TemporaryDirectory() as folder:
+            bad = Path(folder) / "bad.jsonl"
+            bad.write_bytes(FIXTURE.read_bytes() + b'{"stage": "\xff"}\n')
+            result = summarise(bad)
+            self.assertEqual(result.returncode, 1, result.stdout + result.stderr)
+            self.assertIn(f"{bad}:{len(FIXTURE.read_text().splitlines()) + 1}: ", result.stderr)
 
     def test_usage_error_is_exit_2(self):
         self.assertEqual(summarise().returncode, 2)
