@@ -204,6 +204,11 @@ int main(int argc, char** argv) {
       std::cerr << "lstm_reference: --dump needs the reference; it cannot go with --no-reference\n";
       return 2;
     }
+    if (no_reference && !save_given) {
+      std::cerr << "lstm_reference: --no-reference computes nothing, so without --save-inputs it "
+                   "would do nothing\n";
+      return 2;
+    }
     // --seed with --load is refused unless it generates something: a training run's upstream
     // gradients, where the folder has none of them.
     const bool loading = !options.load_dir.empty();
@@ -244,6 +249,15 @@ int main(int argc, char** argv) {
       lstm::quantize_problem(precision, params, upstream ? &*upstream : nullptr);
       std::cout << "precision: every input rounded to " << lstm::precision_name(precision)
                 << " (nearest, ties to even); the reference is of the rounded values\n";
+    }
+    // The --dump folder is made before --save-inputs writes anything: a folder that cannot be
+    // made (a check by permissions does not see every reason) leaves nothing behind.
+    if (!save_dir.empty() && !options.dump_dir.empty()) {
+      std::error_code error;
+      std::filesystem::create_directories(options.dump_dir, error);
+      if (error)
+        throw std::runtime_error(options.dump_dir + ": cannot create the folder: " +
+                                 error.message() + " (nothing was written)");
     }
     if (!save_dir.empty()) {
       save_inputs(save_dir, params, upstream ? &*upstream : nullptr);

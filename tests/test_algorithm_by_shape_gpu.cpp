@@ -217,8 +217,13 @@ TEST(AlgorithmByShapeDelegation, TheRulesStageComputesEveryOutput) {
 TEST(AlgorithmByShapeDelegation, OneStageRunsAShapeOfEachInTurn) {
   SKIP_WITHOUT_GPU();
   std::unique_ptr<Stage> stage = make_stage("fp16", {});
-  for (const ProblemSize& size : {ProblemSize{48, 20, 5, 6, 2}, ProblemSize{256, 64, 256, 3, 4},
-                                  ProblemSize{40, 24, 3, 5, 1}}) {
+  std::vector<ProblemSize> sizes = {ProblemSize{48, 20, 5, 6, 2}, ProblemSize{256, 64, 256, 3, 4},
+                                    ProblemSize{40, 24, 3, 5, 1}};
+#ifdef LSTM_ALGORITHM_HAS_FP32_RECURRENCES
+  sizes.insert(sizes.begin() + 2, ProblemSize{400, 50, 1, 5, 1});  // stage 20's, then back
+  ASSERT_EQ(algorithm_for(sizes[2]), Algorithm::kFp32Recurrences);
+#endif
+  for (const ProblemSize& size : sizes) {
     const Problem p = problem_for(size, stage->precision());
     const std::vector<OutputTensor> outputs = one_pass(*stage, p);
     ASSERT_FALSE(outputs.empty()) << size.describe();

@@ -1,4 +1,5 @@
-// The shared command line (common/config.h): defaults, explicit sizes, and every rejection.
+// The shared command line (common/core/command_line.h): defaults, explicit sizes, and every
+// rejection.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -131,6 +132,18 @@ TEST(ProblemSize, ValidateNamesTheLimit) {
     FAIL() << "accepted H = 2^29";
   } catch (const std::invalid_argument& error) {
     EXPECT_NE(std::string(error.what()).find("4*H"), std::string::npos) << error.what();
+  }
+  // Every dimension fits an int, but the parameters of 2^31 - 1 layers overflow 64 bits.
+  const ProblemSize many_layers{16384, 16384, 1, 1, 2147483647};
+  try {
+    validate_problem_size(many_layers);
+    FAIL() << "accepted " << many_layers.describe();
+  } catch (const std::invalid_argument& error) {
+    EXPECT_NE(std::string(error.what())
+                  .find("overflows 64-bit sizes (H=16384 I=16384 B=1 T=1 "
+                        "L=2147483647; at most 18446744073709551615)"),
+              std::string::npos)
+        << error.what();
   }
 }
 

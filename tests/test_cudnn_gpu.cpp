@@ -2,7 +2,7 @@
 // odd shapes and against the PyTorch fixtures (forward outputs; autograd's gradients). These tests
 // need a CUDA GPU and are skipped, with the reason, without one. An algorithm that cuDNN refuses
 // for a shape (UnsupportedError from prepare) is skipped with cuDNN's message: a documented
-// refusal, not a pass.
+// refusal, not a pass; any other reason not to run (e.g. the harness's memory check) fails.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -36,6 +36,21 @@ const std::vector<Shape>& shapes() {
   }();
   return list;
 }
+
+/// Whether `refused` (prepare_stage's answer) is cuDNN refusing the configuration.
+bool is_cudnn_refusal(const std::string& refused) {
+  return refused.rfind("cuDNN ", 0) == 0 && refused.find(" refuses it: ") != std::string::npos;
+}
+
+/// Skips (cuDNN's own refusal, with its message) or fails (any other reason) for `refused`.
+#define SKIP_ONLY_FOR_CUDNN_REFUSAL(name, size, refused)                                     \
+  do {                                                                                       \
+    if (!is_cudnn_refusal(refused)) {                                                        \
+      FAIL() << (name) << " did not run " << (size).describe() << ", and not because cuDNN " \
+             << "refused it: " << (refused);                                                 \
+    }                                                                                        \
+    GTEST_SKIP() << (name) << " refused " << (size).describe() << ": " << (refused);         \
+  } while (0)
 
 /// Runs the stage `info` on `params` twice (two passes after one prepare; for a training stage,
 /// with `upstream`, each pass is forward then backward) and stores both runs' outputs in `runs`.
@@ -98,7 +113,7 @@ TEST_P(CudnnVsReference, MatchesTheCpuReference) {
   std::vector<std::vector<OutputTensor>> runs;
   std::string refused;
   if (!run_algo(info, *stage, params, &runs, &refused)) {
-    GTEST_SKIP() << info.name << " refused " << shape.size.describe() << ": " << refused;
+    SKIP_ONLY_FOR_CUDNN_REFUSAL(info.name, shape.size, refused);
   }
   for (std::size_t run = 0; run < runs.size(); ++run) {
     const CheckReport report = testing::check_against_reference(*stage, params, runs[run]);
@@ -130,8 +145,7 @@ TEST_P(CudnnVsPyTorch, ReproducesThePyTorchFixture) {
   std::vector<std::vector<OutputTensor>> runs;
   std::string refused;
   if (!run_algo(info, *stage, params, &runs, &refused)) {
-    GTEST_SKIP() << info.name << " refused the fixture (" << params.size.describe()
-                 << "): " << refused;
+    SKIP_ONLY_FOR_CUDNN_REFUSAL(info.name, params.size, refused);
   }
   // PyTorch's outputs (float64, stored as float32) play the reference here.
   const ReferenceForCheck torch = load_reference(dir, params.size, StageKind::kForward);
@@ -219,7 +233,7 @@ TEST_P(CudnnTrainingVsReference, MatchesTheCpuReferenceOnEveryGradient) {
   std::vector<std::vector<OutputTensor>> runs;
   std::string refused;
   if (!run_algo(info, *stage, params, &runs, &refused, &upstream)) {
-    GTEST_SKIP() << info.name << " refused " << shape.size.describe() << ": " << refused;
+    SKIP_ONLY_FOR_CUDNN_REFUSAL(info.name, shape.size, refused);
   }
   const std::size_t expected = output_layouts(shape.size, StageKind::kTraining).size();
   for (std::size_t run = 0; run < runs.size(); ++run) {
@@ -262,8 +276,7 @@ TEST_P(CudnnTrainingVsPyTorch, ReproducesThePyTorchAutogradFixture) {
   std::vector<std::vector<OutputTensor>> runs;
   std::string refused;
   if (!run_algo(info, *stage, params, &runs, &refused, &upstream)) {
-    GTEST_SKIP() << info.name << " refused the fixture (" << params.size.describe()
-                 << "): " << refused;
+    SKIP_ONLY_FOR_CUDNN_REFUSAL(info.name, params.size, refused);
   }
   const ReferenceForCheck torch = load_reference(dir, params.size, StageKind::kTraining);
   ASSERT_EQ(torch.tensors.size(), output_layouts(params.size, StageKind::kTraining).size());
@@ -321,11 +334,6 @@ const std::vector<Precision>& reduced_precisions() {
   return list;
 }
 
-/// Whether `refused` (prepare_stage's answer) is cuDNN refusing the configuration.
-bool is_cudnn_refusal(const std::string& refused) {
-  return refused.rfind("cuDNN ", 0) == 0 && refused.find(" refuses it: ") != std::string::npos;
-}
-
 /// Checks `outputs` of `stage` against the reference of the (rounded) `params`: passes within
 /// the stage's bounds, all `expected_tensors` compared, every value one of the precision's.
 void expect_reduced_precision_pass(const Stage& stage, const std::string& name,
@@ -353,16 +361,6 @@ void expect_reduced_precision_pass(const Stage& stage, const std::string& name,
                                      << precision_name(precision);
   }
 }
-
-/// Skips (cuDNN's own refusal, with its message) or fails (any other reason) for `refused`.
-#define SKIP_ONLY_FOR_CUDNN_REFUSAL(name, size, refused)                                     \
-  do {                                                                                       \
-    if (!is_cudnn_refusal(refused)) {                                                        \
-      FAIL() << (name) << " did not run " << (size).describe() << ", and not because cuDNN " \
-             << "refused it: " << (refused);                                                 \
-    }                                                                                        \
-    GTEST_SKIP() << (name) << " refused " << (size).describe() << ": " << (refused);         \
-  } while (0)
 
 class CudnnReducedVsReference
     : public ::testing::TestWithParam<std::tuple<std::size_t, std::size_t, std::size_t>> {};

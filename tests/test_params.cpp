@@ -1,4 +1,5 @@
-// Parameters (common/params.h): deterministic generation, --load with its error cases, dumps.
+// Parameters (common/core/lstm_data.h): deterministic generation, --load with its error cases,
+// dumps.
 #include <gtest/gtest.h>
 
 #include <cmath>

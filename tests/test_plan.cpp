@@ -15,6 +15,8 @@
 //                                  its own units' (no k slices, no limit on units but room)
 //   LSTM_PLAN_HAS_WAVEFRONT        several layers in one launch (make_network_plan,
 //                                  --layers-per-launch)
+//   LSTM_PLAN_HAS_STASH_AHEAD      the forward stashes two steps ahead (kStashSteps)
+//   LSTM_PLAN_HAS_DIRECT_DZ        the backward's lanes read dz directly (dz_direct_float4)
 #include <gtest/gtest.h>
 
 #include <CLI/CLI.hpp>

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -155,6 +156,32 @@ TEST(Quantize, Fp32IsTheIdentity) {
   }
   EXPECT_FALSE(representable(0.1f, Precision::kFp16));
   EXPECT_TRUE(representable(0.5f, Precision::kBf16));
+}
+
+// A finite input that a 16-bit precision cannot hold is refused, not turned into infinity.
+TEST(Quantize, AFiniteInputThatRoundsToInfinityIsRefusedByName) {
+  const ProblemSize size{4, 3, 2, 2, 2};
+  LstmParams params = generate_params(size, 3);
+  params.layers[1].w_hh[5] = -70000.0f;  // beyond FP16's 65504, well within BF16
+  try {
+    LstmParams fp16 = params;
+    quantize_problem(Precision::kFp16, fp16);
+    ADD_FAILURE() << "not refused";
+  } catch (const std::invalid_argument& error) {
+    EXPECT_NE(std::string(error.what()).find("weight_hh_l1[5] = -70000 rounds to infinity in fp16"),
+              std::string::npos)
+        << error.what();
+  }
+  LstmParams bf16 = params;
+  quantize_problem(Precision::kBf16, bf16);
+  EXPECT_EQ(bf16.layers[1].w_hh[5], -70144.0f);  // the nearest BF16 value
+  UpstreamGradients upstream = generate_upstream(size, 3);
+  upstream.dcy[0] = 1e6f;
+  LstmParams fp16 = generate_params(size, 3);
+  EXPECT_THROW(quantize_problem(Precision::kFp16, fp16, &upstream), std::invalid_argument);
+  LstmParams fp32 = params;
+  quantize_problem(Precision::kFp32, fp32, &upstream);
+  EXPECT_EQ(fp32.layers[1].w_hh[5], -70000.0f);
 }
 
 // What the harness does for a reduced-precision run (stage_main.cpp, run_stages): the generated

@@ -7,6 +7,7 @@
 #include <sstream>
 #include <string>
 
+#include "core/environment.h"
 #include "core/run_record.h"
 
 namespace lstm {
@@ -70,6 +71,16 @@ TEST(RunRecord, ForwardRecordHasNoPhases) {
   EXPECT_EQ(j["precision"], "fp32");
   EXPECT_FALSE(j.contains("phases"));
   EXPECT_DOUBLE_EQ(j["flop"].get<double>(), record.size.flop_count());
+}
+
+TEST(Environment, FolderNamesOfTheGpus) {
+  EXPECT_EQ(gpu_folder_name("NVIDIA H100 80GB HBM3"), "h100-sxm");
+  EXPECT_EQ(gpu_folder_name("NVIDIA H100 PCIe"), "h100-pcie");
+  EXPECT_EQ(gpu_folder_name("NVIDIA H100 NVL"), "h100-nvl");
+  EXPECT_EQ(gpu_folder_name("NVIDIA H200"), "h200");
+  EXPECT_EQ(gpu_folder_name("NVIDIA GH200 480GB"), "gh200-480gb");  // not an H200's results
+  EXPECT_EQ(gpu_folder_name("NVIDIA A100-SXM4-80GB"), "a100-sxm4-80gb");
+  EXPECT_EQ(gpu_folder_name("  --  "), "unknown-gpu");
 }
 
 }  // namespace

@@ -38,6 +38,9 @@
 #ifndef LSTM_TC_HAS_ONE_CLUSTER
 #define LSTM_TC_HAS_ONE_CLUSTER 0
 #endif
+#ifndef LSTM_TC_HAS_HELD_WEIGHTS
+#define LSTM_TC_HAS_HELD_WEIGHTS 0
+#endif
 
 namespace lstm::LSTM_STAGE_NAMESPACE {  // the stage's, as its build names it
 
@@ -51,44 +54,46 @@ struct Case {
   ProblemSize size;  // H, I, B, T, L
   const char* plan;  // --plan tile,threads,groups,rows ("" = the planner's)
   const char* layers_per_launch = "";  // --layers-per-launch (a wavefront stage; "" = planner's)
+  bool held = false;                   // the plan must hold W in registers (the held_* cases)
+  bool one_cluster = false;  // the plan must run the recurrence in clusters (the cluster_* cases)
 };
 
 const std::vector<Case>& cases() {
   static const std::vector<Case> list = {
-      {"B1", ProblemSize{64, 64, 1, 9, 2}, ""},
-      {"B3_odd_H_I_ne_H_L3", ProblemSize{37, 19, 3, 7, 3}, ""},
-      {"L4_H_gt_I_B20", ProblemSize{96, 40, 20, 6, 4}, ""},
-      {"B130_groups", ProblemSize{130, 50, 130, 5, 2}, ""},
-      {"H1", ProblemSize{1, 3, 2, 4, 2}, ""},
-      {"T1", ProblemSize{50, 30, 5, 1, 1}, ""},
-      {"I_gt_H", ProblemSize{45, 100, 6, 5, 2}, ""},
-      {"H520_B1", ProblemSize{520, 520, 1, 6, 1}, ""},
-      {"H1000_B4", ProblemSize{1000, 200, 4, 5, 1}, ""},
-      {"chunks_short_last", ProblemSize{300, 50, 64, 6, 2}, "16,128,1,0"},
-      {"tile8_chunks", ProblemSize{300, 50, 64, 6, 1}, "8,256,1,0"},
-      {"tile32_groups3", ProblemSize{257, 31, 70, 4, 1}, "32,256,3,0"},
-      {"tile16_slices", ProblemSize{520, 30, 40, 4, 1}, "16,64,1,20"},
-      {"threads512_B1_empty_k_slices", ProblemSize{64, 64, 1, 3, 3}, "8,512,1,0"},
-      {"one_row_per_block", ProblemSize{66, 66, 5, 3, 2}, "8,128,1,1"},
+    {"B1", ProblemSize{64, 64, 1, 9, 2}, ""},
+    {"B3_odd_H_I_ne_H_L3", ProblemSize{37, 19, 3, 7, 3}, ""},
+    {"L4_H_gt_I_B20", ProblemSize{96, 40, 20, 6, 4}, ""},
+    {"B130_groups", ProblemSize{130, 50, 130, 5, 2}, ""},
+    {"H1", ProblemSize{1, 3, 2, 4, 2}, ""},
+    {"T1", ProblemSize{50, 30, 5, 1, 1}, ""},
+    {"I_gt_H", ProblemSize{45, 100, 6, 5, 2}, ""},
+    {"H520_B1", ProblemSize{520, 520, 1, 6, 1}, ""},
+    {"H1000_B4", ProblemSize{1000, 200, 4, 5, 1}, ""},
+    {"chunks_short_last", ProblemSize{300, 50, 64, 6, 2}, "16,128,1,0"},
+    {"tile8_chunks", ProblemSize{300, 50, 64, 6, 1}, "8,256,1,0"},
+    {"tile32_groups3", ProblemSize{257, 31, 70, 4, 1}, "32,256,3,0"},
+    {"tile16_slices", ProblemSize{520, 30, 40, 4, 1}, "16,64,1,20"},
+    {"threads512_B1_empty_k_slices", ProblemSize{64, 64, 1, 3, 3}, "8,512,1,0"},
+    {"one_row_per_block", ProblemSize{66, 66, 5, 3, 2}, "8,128,1,1"},
 #if LSTM_TC_HAS_WAVEFRONT
-      {"wave_L2", ProblemSize{64, 40, 5, 7, 2}, "", "2"},
-      {"wave_L3_odd_H_B_I", ProblemSize{37, 19, 3, 7, 3}, "", "3"},
-      {"wave_L4_B1", ProblemSize{64, 64, 1, 9, 4}, "", "4"},
-      {"wave_L4_groups2", ProblemSize{130, 50, 70, 5, 4}, "16,256,2,0", "4"},
-      {"wave_L4_chunks_short_last", ProblemSize{300, 50, 64, 6, 4}, "32,512,1,0", "4"},
-      {"wave_L3_slices", ProblemSize{70, 30, 40, 4, 3}, "16,256,1,16", "3"},
-      {"wave_L5_two_launches", ProblemSize{96, 40, 20, 6, 5}, "", "3"},
-      {"wave_L2_one_launch_per_layer", ProblemSize{96, 40, 20, 6, 2}, "", "1"},
+    {"wave_L2", ProblemSize{64, 40, 5, 7, 2}, "", "2"},
+    {"wave_L3_odd_H_B_I", ProblemSize{37, 19, 3, 7, 3}, "", "3"},
+    {"wave_L4_B1", ProblemSize{64, 64, 1, 9, 4}, "", "4"},
+    {"wave_L4_groups2", ProblemSize{130, 50, 70, 5, 4}, "16,256,2,0", "4"},
+    {"wave_L4_chunks_short_last", ProblemSize{300, 50, 64, 6, 4}, "32,512,1,0", "4"},
+    {"wave_L3_slices", ProblemSize{70, 30, 40, 4, 3}, "16,256,1,16", "3"},
+    {"wave_L5_two_launches", ProblemSize{96, 40, 20, 6, 5}, "", "3"},
+    {"wave_L2_one_launch_per_layer", ProblemSize{96, 40, 20, 6, 2}, "", "1"},
 #endif
 #if LSTM_TC_HAS_HELD_WEIGHTS  // W in registers at H ~ 1000: 32 k tiles a warp; 15-16 of 16
-      {"held_H1024_B16_32_tiles", ProblemSize{1024, 64, 16, 3, 1}, "8,256,2,0"},
-      {"held_H1000_B8_zero_tiles", ProblemSize{1000, 64, 8, 3, 1}, "8,256,1,0"},
+    {"held_H1024_B16_32_tiles", ProblemSize{1024, 64, 16, 3, 1}, "8,256,2,0", "", true},
+    {"held_H1000_B8_zero_tiles", ProblemSize{1000, 64, 8, 3, 1}, "8,256,1,0", "", true},
 #endif
 #if LSTM_TC_HAS_ONE_CLUSTER  // the planner's choice (the cases above without --plan run it too)
-      {"cluster_H512_B8_sixteen_owners", ProblemSize{512, 512, 8, 6, 1}, ""},
-      {"cluster_H600_B9_two_clusters_L2", ProblemSize{600, 100, 9, 5, 2}, ""},
-      {"cluster_H1_one_owner", ProblemSize{1, 3, 1, 4, 1}, ""},
-      {"cluster_H200_B40_T1", ProblemSize{200, 64, 40, 1, 1}, ""},
+    {"cluster_H512_B8_sixteen_owners", ProblemSize{512, 512, 8, 6, 1}, "", "", false, true},
+    {"cluster_H600_B9_two_clusters_L2", ProblemSize{600, 100, 9, 5, 2}, "", "", false, true},
+    {"cluster_H1_one_owner", ProblemSize{1, 3, 1, 4, 1}, "", "", false, true},
+    {"cluster_H200_B40_T1", ProblemSize{200, 64, 40, 1, 1}, "", "", false, true},
 #endif
   };
   return list;
@@ -113,6 +118,18 @@ TEST_P(TensorCores, MatchesTheCpuReferenceWithinThePrecisionsBoundsAndRepeats) {
   const std::string precision = kPrecisions[std::get<1>(GetParam())];
   std::unique_ptr<Stage> stage = make_stage(precision, c.plan, c.layers_per_launch);
   ASSERT_EQ(precision_name(stage->precision()), precision);
+  if (c.held || c.one_cluster) {  // the path the case is named for is the one its plan takes
+    cudaDeviceProp prop{};
+    CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+    const Plan plan = make_plan(c.size, device_limits(prop), parse_plan_request(c.plan));
+    ASSERT_TRUE(plan.fits) << plan.why;
+#if LSTM_TC_HAS_HELD_WEIGHTS
+    EXPECT_TRUE(!c.held || plan.held_tiles > 0) << c.label << ": W not held";
+#endif
+#if LSTM_TC_HAS_ONE_CLUSTER
+    EXPECT_TRUE(!c.one_cluster || plan.one_cluster) << c.label << ": not in clusters";
+#endif
+  }
   LstmParams params = generate_params(c.size, 7);
   quantize_problem(stage->precision(), params);  // as run_stages does
   const std::string name = std::string(LSTM_STAGE_DISPLAY_NAME " ") + precision + " " + c.label;

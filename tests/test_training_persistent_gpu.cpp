@@ -1,28 +1,28 @@
 // A persistent training stage on the GPU (training/06_persistent to
-// 20_persistent_with_16_bit_gemms, FP32 or 16-bit: a 16-bit stage's inputs are rounded first, as
-// run_stages does): this source is compiled once per stage, in the stage's namespace beside its
-// headers, with LSTM_STAGE_DISPLAY_NAME naming it and LSTM_PLAN_HAS_BACKWARD_CHUNKS where the
-// backward stages dz in chunks, LSTM_PLAN_HAS_BACKWARD_REGISTERS where it has a register kernel,
-// LSTM_PLAN_HAS_PARTIAL_SUMS where it publishes partial sums of dh (then also a second pass with
-// other gradients), LSTM_PLAN_HAS_STASH_AHEAD where its stash holds two steps (one more chunk);
-// tests/CMakeLists.txt) with its plans pinned through its own flags (--plan, --weights, --input,
-// --backward-weights, as its executable takes them), so that every path of the persistent
-// kernels runs. The forward's two kernels (forward stage 12's, keeping the stash): the register
-// kernel with 8 and 32 weights per lane, batch tiles 1, 2, 4 and 8 with padding columns, float4
-// and scalar staging, a partly empty last block, input parts computed in the kernel (I != H,
-// three layers) or by cuBLAS, T = 1; the shared-memory kernel at B = 1, B odd and B > 8, with
-// batch groups, batch slices (a partly empty last one), several chunks of h, tiles 4, 8 and 16,
-// H not a multiple of 4. The backward: batch slices, batch groups (one partly filled, one
-// empty), a last block with fewer units, units not a multiple of 4, one batch row per block;
-// where dz is staged in chunks, also several chunks with a short last one (at one, two, four and
-// many batch rows per block, H odd, L = 3, batch slices) and one chunk of all 4H gate rows; where
-// the product is register-tiled over the rows, tiles with a short last one (Bg = 5, 13, 64); where
-// the backward has a register kernel, 1 to 4 float4 of gate rows and 1 or 2 float4 of units per
-// thread, B = 1 to 8 (dz in one round or two), a partly empty last block, H not a multiple of 4
-// or of the block's 256 threads, T = 1, three layers, and each backward kernel forced. Each
-// case is checked against the CPU reference on every gradient and must repeat bit for bit.
-// Also: a hidden size too large for the chip is refused before launch, saying why and what
-// fits. Skipped without a GPU.
+// 20_persistent_with_16_bit_gemms, 25_graphs_of_a_pass and 49_stash_while_dz_arrives, FP32 or
+// 16-bit: a 16-bit stage's inputs are rounded first, as run_stages does): this source is compiled
+// once per stage, in the stage's namespace beside its headers, with LSTM_STAGE_DISPLAY_NAME naming
+// it and LSTM_PLAN_HAS_BACKWARD_CHUNKS where the backward stages dz in chunks,
+// LSTM_PLAN_HAS_BACKWARD_REGISTERS where it has a register kernel, LSTM_PLAN_HAS_PARTIAL_SUMS where
+// it publishes partial sums of dh (then also a second pass with other gradients),
+// LSTM_PLAN_HAS_STASH_AHEAD where its stash holds two steps (one more chunk); tests/CMakeLists.txt)
+// with its plans pinned through its own flags (--plan, --weights, --input, --backward-weights, as
+// its executable takes them), so that every path of the persistent kernels runs. The forward's two
+// kernels (forward stage 12's, keeping the stash): the register kernel with 8 and 32 weights per
+// lane, batch tiles 1, 2, 4 and 8 with padding columns, float4 and scalar staging, a partly empty
+// last block, input parts computed in the kernel (I != H, three layers) or by cuBLAS, T = 1; the
+// shared-memory kernel at B = 1, B odd and B > 8, with batch groups, batch slices (a partly empty
+// last one), several chunks of h, tiles 4, 8 and 16, H not a multiple of 4. The backward: batch
+// slices, batch groups (one partly filled, one empty), a last block with fewer units, units not a
+// multiple of 4, one batch row per block; where dz is staged in chunks, also several chunks with a
+// short last one (at one, two, four and many batch rows per block, H odd, L = 3, batch slices) and
+// one chunk of all 4H gate rows; where the product is register-tiled over the rows, tiles with a
+// short last one (Bg = 5, 13, 64); where the backward has a register kernel, 1 to 4 float4 of gate
+// rows and 1 or 2 float4 of units per thread, B = 1 to 8 (dz in one round or two), a partly empty
+// last block, H not a multiple of 4 or of the block's 256 threads, T = 1, three layers, and each
+// backward kernel forced. Each case is checked against the CPU reference on every gradient and must
+// repeat bit for bit. Also: a hidden size too large for the chip is refused before launch, saying
+// why and what fits. Skipped without a GPU.
 #include <gtest/gtest.h>
 
 #include <stdexcept>

@@ -90,6 +90,8 @@ struct Case {
   int backward_row_tiles = 0;  ///< how many row tiles the backward's plan must have (0: any)
   int backward_cluster = 0;    ///< how many blocks the backward's clusters must have (0: any)
   int layers_per_launch = 0;   ///< --layers-per-launch (a wavefront stage; 0: the planner's)
+  bool held = false;           ///< the forward's plan must hold W in registers
+  int trailing_steps = 0;      ///< the steps of a chunk the gradients trail in (0: any)
 };
 
 const std::vector<Case>& cases() {
@@ -165,8 +167,8 @@ const std::vector<Case>& cases() {
 #endif
 #if LSTM_TC_HAS_HELD_WEIGHTS
     // The forward's W held in registers: 32 k tiles a warp; 15-16 of 16 (zero tiles past it).
-    {"fwd_held_H1024_B16_32_tiles", ProblemSize{1024, 64, 16, 3, 1}, "8,256,2,0", 1},
-    {"fwd_held_H1000_B8_zero_tiles", ProblemSize{1000, 64, 8, 3, 1}, "8,256,1,0", 1},
+    {"fwd_held_H1024_B16_32_tiles", ProblemSize{1024, 64, 16, 3, 1}, "8,256,2,0", 1, 0, 0, 0, true},
+    {"fwd_held_H1000_B8_zero_tiles", ProblemSize{1000, 64, 8, 3, 1}, "8,256,1,0", 1, 0, 0, 0, true},
 #endif
 #if LSTM_TC_HAS_SIXTEEN_CLUSTER_ROWS
     // Two mma column tiles a cluster: 13 rows in one cluster (the second tile a quad and a
@@ -184,7 +186,8 @@ const std::vector<Case>& cases() {
     // The gradients trailing the recurrence in chunks (every case above of T > 1 whose backward
     // leaves a quarter of the SMs has them too): clusters of two, J = 2 over 68 blocks, the last
     // starting past H = 133 (it counts no pair), three chunks of three steps, two layers.
-    {"trailing_blocks_past_H_L2", ProblemSize{133, 20, 5, 9, 2}, "0,0,0,0,1,0,0,2", 0, 0, 2},
+    {"trailing_blocks_past_H_L2", ProblemSize{133, 20, 5, 9, 2}, "0,0,0,0,1,0,0,2", 0, 0, 2, 0,
+     false, 3},
 #endif
 #if LSTM_TC_HAS_CELL_BY_GATE
     // The cell update a thread a gate (the planner's by_gate, shown on the CPU below): three rows
@@ -263,6 +266,18 @@ TEST_P(TrainingTensorCores, GradientsMatchTheFp64ReferenceWithinThePrecisionsBou
 #if LSTM_TC_HAS_BACKWARD_CLUSTERS
   if (c.backward_cluster) {
     EXPECT_EQ(plan.backward.cluster_blocks, c.backward_cluster) << plan.describe();
+  }
+#endif
+#if LSTM_TC_HAS_HELD_WEIGHTS
+  if (c.held) {  // the path the case is named for
+    EXPECT_GT(plan.forward.held_tiles, 0) << plan.describe();
+  }
+#endif
+#if LSTM_TC_HAS_TRAILING_GRADIENTS
+  if (c.trailing_steps) {
+    EXPECT_EQ(trailing_chunk_steps(c.size, plan.backward, prop.multiProcessorCount),
+              c.trailing_steps)
+        << plan.describe();
   }
 #endif
   LstmParams params = generate_params(c.size, 7);

@@ -40,6 +40,7 @@ struct TensorCheck {
 
 /// Compares the first `ref.values.size()` values of `out` with `ref` (the reference may cover a
 /// prefix of `out`, e.g. the first steps of y) against `bound`.
+/// \throws std::invalid_argument if `out` holds fewer values than `ref`.
 TensorCheck compare_tensor(const OutputTensor& out, const ReferenceTensor& ref,
                            const Tolerance& bound);
 

@@ -32,8 +32,10 @@ struct Environment {
   std::string date_utc;            ///< ISO 8601, when collected
 };
 
-/// A short folder name for results of this GPU: "h100-sxm", "h100-pcie", "h200", else the name
-/// lower-cased with non-alphanumerics as '-'.
+/// A short folder name for results of this GPU: "h100-sxm", "h100-pcie", "h100-nvl", "h200" (where
+/// H100 or H200 is a word of the name: a GH200 is not an H200), else the name lower-cased, each
+/// run of other characters than letters and digits as one '-', without a leading "nvidia-" or a
+/// trailing '-' ("unknown-gpu" if nothing is left).
 std::string gpu_folder_name(const std::string& gpu_name);
 
 }  // namespace lstm

@@ -45,16 +45,7 @@ bool is_gradient_tensor(const std::string& tensor) {
 //   off by up to u = 2^-11 = 4.9e-4 relative (BF16: 2^-8 = 3.9e-3), u/sqrt(3) = 2.8e-4 (2.3e-3)
 //   in the mean square over many elements. A tensor of a few elements (the odd test shapes' hy
 //   at H = 1 has 4) can sit near u itself, so the forward bound is 2u (1e-3, 8e-3), not the
-//   large-tensor mean. Gradients add their arithmetic (sums of T*B terms of both signs) to that:
-//   twice the forward bound (2e-3, 1.6e-2), 2.7 times the largest gradient error measured. The
-//   weight and bias gradients of a tiny layer are few sums of near-cancelling terms: on this
-//   project's H100 run cuDNN's FP16 PERSIST_DYNAMIC training at H=1 (grad_weight_hh_l0, 4
-//   elements) was 3.2e-3 off, so theirs is four times the forward bound (4e-3, 3.2e-2).
-// - Max-abs: ten times the relative-norm bound (the ratio of FP32's 1e-4 to 1e-5) for the
-//   outputs of magnitude up to a few (y, hy, cy, dx, dh0, dc0). The weight and bias gradients
-//   are sums over T*B rows: in the reference at H=256 B=32 T=100 L=2, grad_bias reaches 62.7,
-//   whose FP16 neighbours are 0.03 apart. Their max-abs bound is 2u of a magnitude of 100
-//   (0.1 in FP16, 0.8 in BF16): the relative norm is their real bound.
+//   large-tensor mean; their max-abs, ten times that (the ratio of FP32's 1e-4 to 1e-5).
 // - The gradients' bounds (dx, dh0, dc0; grad_*): cuDNN's own largest error in that precision
 //   on the same rounded data, over its three algorithms, the thirteen shapes of
 //   scripts/gradient_errors.sh (results/h100-sxm/gradient_errors.jsonl, H100) and the training

@@ -48,12 +48,14 @@ TensorCounts count_tensors(const ProblemSize& s) {
   counts.state = checked_mul(checked_mul(L, B, "h0"), H, "h0");
   counts.y = checked_mul(checked_mul(T, B, "y"), H, "y");
   const std::size_t four_h = checked_mul(4, H, "the gates");
-  for (int layer = 0; layer < s.layers; ++layer) {
-    const std::size_t in = static_cast<std::size_t>(s.layer_input_size(layer));
-    std::size_t layer_params = checked_mul(four_h, checked_add(in, H, "weights"), "weights");
-    layer_params = checked_add(layer_params, checked_mul(2, four_h, "biases"), "biases");
-    counts.parameters = checked_add(counts.parameters, layer_params, "the parameters");
-  }
+  const auto layer_parameters = [&](std::size_t in) {  // W_ih, W_hh, b_ih, b_hh of one layer
+    const std::size_t weights = checked_mul(four_h, checked_add(in, H, "weights"), "weights");
+    return checked_add(weights, checked_mul(2, four_h, "biases"), "biases");
+  };
+  // Layer 0 reads I, every layer above it H.
+  counts.parameters =
+      checked_add(layer_parameters(I), checked_mul(L - 1, layer_parameters(H), "the parameters"),
+                  "the parameters");
   std::size_t elements = checked_add(counts.x, counts.y, "the tensors");
   elements = checked_add(elements, checked_mul(4, counts.state, "the states"), "the tensors");
   elements = checked_add(elements, counts.parameters, "the tensors");
@@ -87,7 +89,13 @@ void validate_problem_size(const ProblemSize& size) {
   require(4 * H * B, "4*H*B (gate values of one step)");
   require(T * B, "T*B (columns of a layer's input GEMM)");
   require(4 * H * (I > H ? I : H), "4*H*max(I,H) (elements of one weight matrix)");
-  count_tensors(size);  // no tensor's element or byte count may overflow
+  try {
+    count_tensors(size);  // no tensor's element or byte count may overflow
+  } catch (const std::overflow_error& error) {
+    throw std::invalid_argument(std::string(error.what()) + " 64-bit sizes (" + size.describe() +
+                                "; at most " +
+                                std::to_string(std::numeric_limits<std::size_t>::max()) + ")");
+  }
 }
 
 }  // namespace lstm

@@ -60,12 +60,14 @@ struct TensorCounts {
 };
 
 /// Counts the tensors of `size`.
-/// \throws std::invalid_argument if a size is not positive or a count overflows size_t.
+/// \throws std::invalid_argument if a size is not positive; std::overflow_error (naming the
+///         tensor) if a count overflows size_t.
 TensorCounts count_tensors(const ProblemSize& size);
 
 /// Checks sizes beyond positivity: element counts must not overflow, and every GEMM dimension and
 /// kernel index must fit cuBLAS's and CUDA's 32-bit ints.
-/// \throws std::invalid_argument with a message naming the size and the limit.
+/// \throws std::invalid_argument with a message naming the size and the limit (an overflowing
+///         count too: it names the sizes, the tensor and the 64-bit limit).
 void validate_problem_size(const ProblemSize& size);
 
 /// Multiplies two sizes, throwing std::overflow_error (naming `what`) on overflow.

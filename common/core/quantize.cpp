@@ -4,6 +4,9 @@
 #include <cfloat>
 #include <cmath>
 #include <limits>
+#include <sstream>
+#include <stdexcept>
+#include <string>
 
 namespace lstm {
 namespace {
@@ -57,20 +60,41 @@ void quantize(std::vector<float>& values, Precision precision) {
     value = round_to_precision(value, precision);
 }
 
+namespace {
+/// quantize(), refusing a finite value that rounds to infinity: the run would compute on other
+/// data than it was given (its check could still pass: sigma and tanh of infinity are finite).
+void quantize_finite(std::vector<float>& values, Precision precision, const std::string& name) {
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    const float rounded = round_to_precision(values[i], precision);
+    if (std::isinf(rounded) && std::isfinite(values[i])) {
+      std::ostringstream why;
+      why << name << "[" << i << "] = " << values[i] << " rounds to infinity in "
+          << precision_name(precision) << " (largest finite value "
+          << (precision == Precision::kFp16 ? "65504" : "3.3895e38") << ")";
+      throw std::invalid_argument(why.str());
+    }
+    values[i] = rounded;
+  }
+}
+}  // namespace
+
 void quantize_problem(Precision precision, LstmParams& params, UpstreamGradients* upstream) {
-  quantize(params.x, precision);
-  quantize(params.h0, precision);
-  quantize(params.c0, precision);
-  for (LayerWeights& layer : params.layers) {
-    quantize(layer.w_ih, precision);
-    quantize(layer.w_hh, precision);
-    quantize(layer.b_ih, precision);
-    quantize(layer.b_hh, precision);
+  if (precision == Precision::kFp32) return;
+  quantize_finite(params.x, precision, "x");
+  quantize_finite(params.h0, precision, "h0");
+  quantize_finite(params.c0, precision, "c0");
+  for (std::size_t l = 0; l < params.layers.size(); ++l) {
+    LayerWeights& layer = params.layers[l];
+    const std::string suffix = "_l" + std::to_string(l);
+    quantize_finite(layer.w_ih, precision, "weight_ih" + suffix);
+    quantize_finite(layer.w_hh, precision, "weight_hh" + suffix);
+    quantize_finite(layer.b_ih, precision, "bias_ih" + suffix);
+    quantize_finite(layer.b_hh, precision, "bias_hh" + suffix);
   }
   if (upstream != nullptr) {
-    quantize(upstream->dy, precision);
-    quantize(upstream->dhy, precision);
-    quantize(upstream->dcy, precision);
+    quantize_finite(upstream->dy, precision, "dy");
+    quantize_finite(upstream->dhy, precision, "dhy");
+    quantize_finite(upstream->dcy, precision, "dcy");
   }
 }
 

@@ -40,6 +40,9 @@ void quantize(std::vector<float>& values, Precision precision);
 
 /// Rounds every input of a problem to `precision` in place: x, h0, c0 and every layer's weights
 /// and biases; and, when `upstream` is given, dy, dhy and dcy. FP32 leaves everything as it is.
+/// \throws std::invalid_argument naming the tensor, the element and the limit where a finite
+///         value would round to infinity (in FP16, |value| >= 65520); the problem is then
+///         partly rounded and must be discarded.
 void quantize_problem(Precision precision, LstmParams& params,
                       UpstreamGradients* upstream = nullptr);
 

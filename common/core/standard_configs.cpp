@@ -21,7 +21,8 @@ std::vector<int> positive_list(const nlohmann::json& group, const char* key,
     if (!value.is_number_integer() || value.get<long long>() <= 0 ||
         value.get<long long>() > 1 << 30) {
       throw std::invalid_argument("standard configs: group \"" + name + "\", \"" + key +
-                                  "\" holds " + value.dump() + ", not a positive integer");
+                                  "\" holds " + value.dump() + ", not an integer from 1 to " +
+                                  std::to_string(1 << 30));
     }
     values.push_back(value.get<int>());
   }

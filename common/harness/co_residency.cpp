@@ -1,12 +1,24 @@
 #include "harness/co_residency.h"
 
+#include <initializer_list>
 #include <sstream>
+#include <string>
 
 #include "harness/cuda_utils.h"
 
 namespace lstm {
 
-int resident_clusters(const void* kernel, int threads, std::size_t shared, int cluster) {
+namespace {
+/// " (CUDA: <why>)" for the first of `errors` that is not cudaSuccess, else "": what made a query
+/// answer 0 (e.g. more shared memory than the device allows a block).
+std::string cuda_reason(std::initializer_list<cudaError_t> errors) {
+  for (cudaError_t error : errors)
+    if (error != cudaSuccess) return std::string(" (CUDA: ") + cudaGetErrorString(error) + ")";
+  return {};
+}
+
+int resident_clusters(const void* kernel, int threads, std::size_t shared, int cluster,
+                      std::string& error) {
   cudaLaunchConfig_t config = {};
   cudaLaunchAttribute attribute{};
   attribute.id = cudaLaunchAttributeClusterDimension;
@@ -18,33 +30,43 @@ int resident_clusters(const void* kernel, int threads, std::size_t shared, int c
   config.attrs = &attribute;
   config.numAttrs = 1;
   int clusters = 0;
-  cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                       static_cast<int>(shared));
-  if (cudaOccupancyMaxActiveClusters(&clusters, kernel, &config) != cudaSuccess) clusters = 0;
-  cudaGetLastError();  // an error here shows as 0 clusters
+  const cudaError_t allowed = cudaFuncSetAttribute(
+      kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared));
+  const cudaError_t queried = cudaOccupancyMaxActiveClusters(&clusters, kernel, &config);
+  if (queried != cudaSuccess) clusters = 0;
+  cudaGetLastError();  // an error here shows as 0 clusters, and in `error`
+  error = cuda_reason({allowed, queried});
   return clusters;
+}
+}  // namespace
+
+int resident_clusters(const void* kernel, int threads, std::size_t shared, int cluster) {
+  std::string error;
+  return resident_clusters(kernel, threads, shared, cluster, error);
 }
 
 std::string check_co_resident(const void* kernel, const char* name, int threads, std::size_t shared,
                               int blocks, int sm_count, int cluster) {
   if (cluster > 1) {
-    const int clusters = resident_clusters(kernel, threads, shared, cluster);
+    std::string error;
+    const int clusters = resident_clusters(kernel, threads, shared, cluster, error);
     if (clusters * cluster >= blocks) return {};
     std::ostringstream why;
     why << "the " << name << " kernel's " << blocks << " blocks in clusters of " << cluster
-        << " cannot all be resident at once (" << clusters << " clusters fit)";
+        << " cannot all be resident at once (" << clusters << " clusters fit)" << error;
     return why.str();
   }
   int per_sm = 0;
-  cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                       static_cast<int>(shared));
-  cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, shared);
-  cudaGetLastError();  // an error here shows as per_sm == 0
+  const cudaError_t allowed = cudaFuncSetAttribute(
+      kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared));
+  const cudaError_t queried =
+      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, shared);
+  cudaGetLastError();  // an error here shows as per_sm == 0, and in the reason
   if (per_sm * sm_count >= blocks) return {};
   std::ostringstream why;
   why << "the " << name << " kernel's " << blocks << " blocks of " << threads << " threads and "
       << shared / 1024 << " KiB cannot all be resident at once (" << per_sm << " per SM x "
-      << sm_count << " SMs)";
+      << sm_count << " SMs)" << cuda_reason({allowed, queried});
   return why.str();
 }
 

@@ -77,10 +77,12 @@ Environment collect_environment(int device) {
   env.cuda_driver_api = version_string(driver_api);
 
   int major = 0, minor = 0, patch = 0;
-  cublasGetProperty(MAJOR_VERSION, &major);
-  cublasGetProperty(MINOR_VERSION, &minor);
-  cublasGetProperty(PATCH_LEVEL, &patch);
-  env.cublas = std::to_string(major) + "." + std::to_string(minor) + "." + std::to_string(patch);
+  const bool cublas_known = cublasGetProperty(MAJOR_VERSION, &major) == CUBLAS_STATUS_SUCCESS &&
+                            cublasGetProperty(MINOR_VERSION, &minor) == CUBLAS_STATUS_SUCCESS &&
+                            cublasGetProperty(PATCH_LEVEL, &patch) == CUBLAS_STATUS_SUCCESS;
+  env.cublas = cublas_known ? std::to_string(major) + "." + std::to_string(minor) + "." +
+                                  std::to_string(patch)
+                            : "unavailable";
 #ifdef LSTM_HAVE_CUDNN
   const std::size_t cudnn = cudnnGetVersion();  // 9.14.0 is 91400
   env.cudnn = std::to_string(cudnn / 10000) + "." + std::to_string((cudnn % 10000) / 100) + "." +

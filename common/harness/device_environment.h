@@ -7,7 +7,7 @@
 
 namespace lstm {
 
-/// Reads the environment of CUDA device `device` (call once per run; it runs nvidia-smi once).
+/// Reads the environment of CUDA device `device` (call once per run; it runs nvidia-smi twice).
 Environment collect_environment(int device);
 
 }  // namespace lstm

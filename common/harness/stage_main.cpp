@@ -101,6 +101,8 @@ int run_stages(const RunOptions& options, std::vector<Implementation> implementa
   std::string data_source = options.load_dir.empty()
                                 ? "generated (seed " + std::to_string(options.seed) + ")"
                                 : "loaded from " + options.load_dir;
+  if (upstream_generated)
+    data_source += ", dy, dhy, dcy generated (seed " + std::to_string(options.seed) + ")";
   if (precision != Precision::kFp32) {
     data_source += ", rounded to " + std::string(precision_name(precision));
     std::cout << "data: inputs, weights" << (upstream ? " and upstream gradients" : "")
@@ -133,6 +135,7 @@ int run_stages(const RunOptions& options, std::vector<Implementation> implementa
   CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
 
   int status = 0;
+  int ran = 0;  // implementations that were not refused
   std::string fastest;
   double fastest_ms = 0.0;
   for (Implementation& implementation : implementations) {
@@ -154,6 +157,7 @@ int run_stages(const RunOptions& options, std::vector<Implementation> implementa
       if (unsupported == Unsupported::kError) status = 1;
       continue;
     }
+    ++ran;
     std::cout << describe_run(record) << "  " << data_source << "  on " << env.gpu_name << "\n";
 
     // 4. The checked run: poisoned outputs, no timing code around it.
@@ -203,6 +207,10 @@ int run_stages(const RunOptions& options, std::vector<Implementation> implementa
     }
   }
   CUDA_CHECK(cudaStreamDestroy(stream));
+  if (ran == 0) {  // nothing checked or timed is a refused run, whatever `unsupported` says
+    std::cerr << "no implementation could run " << size.describe() << ": every one refused it\n";
+    return 1;
+  }
   if (implementations.size() > 1 && !fastest.empty()) {
     std::cout << "fastest: " << fastest << " (" << std::fixed << std::setprecision(3) << fastest_ms
               << " ms median)\n"

@@ -37,8 +37,8 @@ Precision run_precision(const std::vector<Implementation>& implementations);
 /// the CPU reference (computed once), timed and reported. With several, the fastest is named.
 /// For a reduced precision (run_precision), every input, generated or loaded, is first rounded
 /// to it on the host (quantize_problem), and the reference is computed from those values.
-/// \return 0 if every implementation that ran passed; 1 otherwise (and for a refused one with
-///         kError).
+/// \return 0 if every implementation that ran passed and at least one ran; 1 otherwise (and for
+///         a refused one with kError).
 int run_stages(const RunOptions& options, std::vector<Implementation> implementations,
                Unsupported unsupported);
 
