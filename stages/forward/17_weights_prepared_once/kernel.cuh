@@ -1,7 +1,7 @@
 /*! \file
  *  \brief The tensor-core kernel (any batch): W_hh's slice in shared memory in FP16 or BF16, as
  *         mma fragments, a split-k product with mma.sync (FP32 sums), h_{t-1} staged in 16 bits
- *         in double-buffered chunks. Its mapping: README.md.
+ *         in double-buffered chunks. Its mapping: stage 13's README.
  */
 #pragma once
 

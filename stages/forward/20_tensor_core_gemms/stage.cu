@@ -33,9 +33,10 @@ constexpr int kGateG = 2;              // the cell candidate g uses tanh, the ot
 constexpr int kChunkSteps = 10;        // steps per input-GEMM chunk: the recurrence waits for one
 constexpr std::size_t kCublasWorkspaceBytes = 4 << 20;  // per cuBLAS handle
 
-// ---- the element-wise kernel. Mapping: 1-D grid, one thread per element of a (B, H) tensor,
-// ---- element index = blockIdx.x * blockDim.x + threadIdx.x, batch row b = index / H,
-// ---- unit j = index % H. Gate q of (b, j) is at b*4H + q*H + j of the step's (B, 4H) gates.
+// ---- the element-wise kernels. The LSTM one's mapping: 1-D grid, one thread per element of a
+// ---- (B, H) tensor, element index = blockIdx.x * blockDim.x + threadIdx.x, batch row
+// ---- b = index / H, unit j = index % H. Gate q of (b, j) is at b*4H + q*H + j of the step's
+// ---- (B, 4H) gates.
 
 /// `value` rounded to nearest (ties to even) in Element, __half or __nv_bfloat16.
 template <typename Element>

@@ -29,10 +29,10 @@ constexpr int kGateI = 0, kGateF = 1, kGateG = 2, kGateO = 3;
 constexpr int kChunkSteps = 5;  // steps per chunk: what a layer hands its neighbour at once
 constexpr std::size_t kCublasWorkspaceBytes = 4 << 20;  // per cuBLAS handle
 
-// ---- element-wise kernels. Mapping for both: 1-D grid, one thread per element (b, j) of a
-// ---- (B, H) tensor, element index = blockIdx.x * blockDim.x + threadIdx.x, b = index / H,
-// ---- j = index % H. The step's gates (and gate gradients) are a (B, 4H) row-major block: gate q
-// ---- of element (b, j) at b*4H + q*H + j.
+// ---- element-wise kernels. The forward and backward ones' mapping: 1-D grid, one thread per
+// ---- element (b, j) of a (B, H) tensor, element index = blockIdx.x * blockDim.x + threadIdx.x,
+// ---- b = index / H, j = index % H. The step's gates (and gate gradients) are a (B, 4H) row-major
+// ---- block: gate q of element (b, j) at b*4H + q*H + j.
 
 /// One forward step's element-wise work: gates += biases, the activations (written back: the
 /// backward reads them), c_t = f * c_{t-1} + i * g and h_t = o * tanh(c_t).

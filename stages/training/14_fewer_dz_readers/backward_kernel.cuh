@@ -48,6 +48,7 @@ struct BackwardArgs {
 /// (groupID g, threadID_in_group t) of k tile kt holds row g + 8 (r & 1) of its row tile, k =
 /// kt*16 + 2t + 8 (r >> 1) and the next k, the lower k in the low 16 bits (PTX ISA, as
 /// arrange_fragments). Zeros past J, past H and past 4H.
+/// Grid-stride: one thread a 32-bit word of `fragments`, over every unit block's words.
 template <typename Element>
 __global__ void arrange_transposed_fragments(const float* w_hh, unsigned* fragments, int H, int J,
                                              int row_tiles, int unit_blocks) {

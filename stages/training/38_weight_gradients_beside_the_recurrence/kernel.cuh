@@ -93,7 +93,8 @@ __global__ void arrange_fragments(const float* w_ih, const float* w_hh, unsigned
 /// Deadlock-freedom: every block is resident (cooperative launch). A layer's blocks wait only for
 /// h^l_{t-1} (its own layer's) and h^{l-1}_t (the layer below's), each value written once to a
 /// slot of its own and never overwritten in the launch; the bottom layer waits only for itself,
-/// as in stage 17, and by induction over the layers every value a layer waits for is published.
+/// as in forward stage 17, and by induction over the layers every value a layer waits for is
+/// published.
 template <typename Element, int kTileBatch>
 __global__ void __launch_bounds__(kMaxThreads, 1)
     persistent_lstm_kernel(const __grid_constant__ SharedLaunchArgs launch) {

@@ -91,14 +91,16 @@ __global__ void arrange_fragments(const float* w_ih, const float* w_hh, unsigned
 /// that a thread may have 255 registers), where its layer's weights_held says so (forward 23's).
 /// Grid: the layers' blocks one after another, U x G per layer (block = first_block + u + U * g),
 /// plan.threads threads. Dynamic shared memory, K = input_rows + H:
-/// w [k tile of K][row tile][lane] uint4 (A fragments) | h [2][chunk_rows / 2][h_stride] 32-bit
+/// w [k tile of K][row tile][lane] uint4 (A fragments; none where held) | h [2][chunk_rows / 2]
+/// [h_stride] 32-bit
 /// words (two k of one column) | partial sums [k_slices][rows][mma_batch] | input parts [J][Bp][4]
 /// (the launch's first layer only) | c [J][Bp] | biases [J][4].
 ///
 /// Deadlock-freedom: every block is resident (cooperative launch). A layer's blocks wait only for
 /// h^l_{t-1} (its own layer's) and h^{l-1}_t (the layer below's), each value written once to a
 /// slot of its own and never overwritten in the launch; the bottom layer waits only for itself,
-/// as in stage 17, and by induction over the layers every value a layer waits for is published.
+/// as in forward stage 17, and by induction over the layers every value a layer waits for is
+/// published.
 template <typename Element, int kTileBatch, int kHeld>
 __global__ void __launch_bounds__(kHeld > 0 ? kHeldThreads : kMaxThreads, 1)
     persistent_lstm_kernel(const __grid_constant__ SharedLaunchArgs launch) {

@@ -77,6 +77,7 @@ __device__ __forceinline__ void count_chunk_done(const BackwardArgs& a, int t, u
 /// W_hh itself). Word r of lane (groupID g, threadID_in_group t) of k tile kt holds row
 /// g + 8 (r & 1) of its row tile, k = kt*16 + 2t + 8 (r >> 1) and the next k, the lower k in the
 /// low 16 bits (PTX ISA, as arrange_fragments). Zeros past C * J, past H and past 4H.
+/// Grid-stride: one thread a 32-bit word of `fragments`, over every unit block's words.
 template <typename Element>
 __global__ void arrange_transposed_fragments(const float* w_hh, unsigned* fragments, int H, int J,
                                              int row_tiles, int unit_blocks, int C, int k_rows) {
@@ -119,6 +120,11 @@ __global__ void arrange_transposed_fragments(const float* w_hh, unsigned* fragme
 /// (plan.cpp sizes it): w [row tile][k tile] [lane] uint4 | dz [2][8 * batch_tiles][dz_stride]
 /// words (one buffer where one chunk holds all 4H gate rows) | sums [S][16 R][8 * batch_tiles] |
 /// stash [J * Bg][7] | dc [J * Bg].
+/// With C = 2 the two blocks of a cluster each multiply the rows of W_hhᵀ of the cluster's
+/// C * J units by their own k_rows gate rows of dz (from rank * k_rows) and store each unit's
+/// partial sums in its owner's buffer, cluster [2][C][J][Bn] floats after dc; the owner adds
+/// the C parts in rank order.
+/// Two mbarriers follow that buffer, one for each of its halves.
 template <typename Element, int kRowTiles, int kCluster>
 __global__ void __launch_bounds__(kBackwardThreads, 1) backward_persistent(const BackwardArgs a) {
   extern __shared__ float4 shared[];

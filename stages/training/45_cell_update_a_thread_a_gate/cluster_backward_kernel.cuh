@@ -27,6 +27,7 @@ namespace lstm::LSTM_STAGE_NAMESPACE {  // stage_<series>_<NN_slug>, named by th
 /// Word w of a lane: row g + 8 (w & 1), k = kt*16 + 2t + 8 (w >> 1) and the next k, the lower k
 /// in the low 16 bits (PTX ISA, as arrange_transposed_fragments). Zeros past H units and past
 /// the units a block owns.
+/// Grid-stride: one thread a 32-bit word of `fragments`, over every block's words.
 template <typename Element>
 __global__ void arrange_cluster_fragments(const float* w_hh, unsigned* fragments, int H, int J,
                                           int row_tiles, int span) {
