@@ -126,8 +126,10 @@ def read_bench(path, res):
         where, match = f"{path}: {name}", NAME.match(name)
         if name.startswith(("fp32_fma_peak", "grid_sync/", "exchange_")):  # ceilings and floors
             key = {"f": "tflops", "g": "us_per_barrier", "e": "us_per_step"}[name[0]]
-            res.other[name.split("/iterations")[0]] = Run(name, "", (), "", "fp32", path, [
-                {key: number(e, key, where)} for e in entries])
+            measured = [e for e in entries if not (e.get("error_occurred") or e.get("skipped"))]
+            if measured:  # a floor this GPU refused (too few SMs, no clusters) has no value
+                res.other[name.split("/iterations")[0]] = Run(name, "", (), "", "fp32", path, [
+                    {key: number(e, key, where)} for e in measured])
             continue
         label = dict(w.split("=", 1) for w in str(entries[0].get("label", "")).split() if "=" in w)
         if not match or not label.get("kind") or not label.get("precision"):

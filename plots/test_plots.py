@@ -199,6 +199,15 @@ class Tables(Case):
         self.assertEqual(res.other["exchange_cluster/blocks:16"].reps, [{"us_per_step": 0.25}])
         self.assertEqual(len(res.runs), len(self.res.runs))  # no stage row made of them
 
+    def test_a_floor_this_gpu_refused_is_left_out(self):
+        folder = self.copy_fixture()  # e.g. no clusters: the bench skips it, with no counters
+        doc = json.loads((folder / "bench.json").read_text())
+        name = "exchange_cluster/blocks:16/iterations:1/manual_time"
+        doc["benchmarks"].append({"name": name, "run_name": name, "run_type": "iteration",
+                                  "error_occurred": True, "error_message": "unsupported: x"})
+        (folder / "bench.json").write_text(json.dumps(doc))
+        self.assertNotIn("exchange_cluster/blocks:16", mp.load(folder).other)
+
 
 README = """# title
 intro text

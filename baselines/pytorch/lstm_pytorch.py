@@ -5,12 +5,15 @@ GPU, the forward pass or (--training) the training pass through autograd.
 What it measures: torch.nn.LSTM in float32 with TF32 switched off
 (torch.backends.cuda.matmul.allow_tf32 = False, torch.backends.cudnn.allow_tf32 = False), through
 the same data contract, checks, timing and JSON result record as the C++ stages (see
-docs/design.md). Underneath, PyTorch runs cuDNN's RNN with the STANDARD algorithm for FP32 (the
-persistent algorithms are used only for some half-precision cases), so this is what most users
-of nn.LSTM get.
+docs/design.md). Underneath, PyTorch runs cuDNN's RNN with the STANDARD algorithm for FP32 at
+the standard configurations (its heuristic takes PERSIST_STATIC_SMALL_H for a small H, as in the
+odd test shapes, and PERSIST_STATIC for some FP16 cases), so this is what most users of nn.LSTM
+get.
 
   --precision fp16|bf16 ("pytorch_fp16", "pytorch_bf16_training", ...): the model and the data in
-      that dtype (cuDNN's tensor-op path, FP32 accumulation); TF32 stays off. Every input is first
+      that dtype (FP32 accumulation; FP16 on cuDNN's tensor-op math, BF16 on its default math, as
+      PyTorch's defaults give: with torch.backends.cudnn.allow_tf32 off PyTorch would run BF16 on
+      FMA math, which the records of results/ before 2026-12-05 did). Every input is first
       rounded to the precision (nearest, ties to even), as the C++ harness does; to be checked, the
       loaded data must already be those values and the reference theirs: make the folder with
       lstm_reference --precision fp16 [--training] --save-inputs DIR --dump DIR. The bounds are
@@ -249,6 +252,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     if args.load is not None and args.seed is not None and (not args.training or has_upstream_files(args.load)):
         parser.error(f"--seed {args.seed} has no effect: the data come from {args.load}"
                      + (" (dy, dhy and dcy too)" if args.training else "") + " (leave --seed out, or --load out)")
+    # A dump over the reference it is checked against would make every later check compare
+    # PyTorch with itself.
+    if args.dump is not None:
+        dump = Path(args.dump).resolve()
+        for flag, value in (("--load", args.load), ("--check-dir", args.check_dir)):
+            if value is not None and Path(value).resolve() == dump:
+                parser.error(f"--dump {args.dump!r} is the {flag} folder: its reference files would "
+                             "be overwritten with this run's outputs")
     # Output paths: checked before any work, so that a bad one costs nothing and writes nothing.
     for flag, value, problem in (("--dump", args.dump, output_dir_problem),
                                  ("--json", args.json, output_file_problem)):
@@ -739,7 +750,10 @@ def run(args: argparse.Namespace) -> int:
         return 0
 
     torch.backends.cuda.matmul.allow_tf32 = False  # FP32 means FP32: no TF32 in the GEMMs
-    torch.backends.cudnn.allow_tf32 = False
+    # PyTorch's cuDNN RNN takes FP16 to tensor-op math and every other dtype, BF16 included, to FMA
+    # math when this is off: off for FP32 (no TF32), left on (PyTorch's default) for BF16 so that
+    # it gets cuDNN's default math, as a user's BF16 nn.LSTM does. A BF16 run has no FP32 cuDNN op.
+    torch.backends.cudnn.allow_tf32 = args.precision == "bf16"
     device = torch.device("cuda")
     dtype = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}[args.precision]
 
