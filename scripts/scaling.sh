@@ -29,7 +29,12 @@ if [ ! -x "$exe" ]; then
   echo "scaling: no $exe (is NCCL there? configure says 'NCCL: ...')" >&2
   exit 1
 fi
-gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
+# The GPUs the stage can see: CUDA_VISIBLE_DEVICES's list where it is set (nvidia-smi ignores it).
+if [ -n "${CUDA_VISIBLE_DEVICES+set}" ]; then
+  gpus=$(tr ',' '\n' <<<"$CUDA_VISIBLE_DEVICES" | grep -c '[^[:space:]]' || true)
+else
+  gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
+fi
 if ((gpus < 1)); then
   echo "scaling: NO GPU" >&2
   exit 1

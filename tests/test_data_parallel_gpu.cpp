@@ -80,9 +80,12 @@ INSTANTIATE_TEST_SUITE_P(Gpus, DataParallel,
                                   cases()[std::get<1>(info.param)].label;
                          });
 
-// One batch row per GPU, at every G the machine has.
+// One batch row per GPU, at every G the machine has (skipped, saying so, where it has one: G = 1
+// alone is not what the test is for).
 TEST(DataParallelRows, OneRowPerGpu) {
   SKIP_WITHOUT_GPU();
+  if (visible_gpus() < 2)
+    GTEST_SKIP() << "needs 2 GPUs or more; " << visible_gpus() << " visible here: not run";
   for (int gpus = 1; gpus <= std::min(visible_gpus(), 8); ++gpus) {
     SCOPED_TRACE("G = " + std::to_string(gpus));
     check_with_flags(ProblemSize{50, 30, gpus, 4, 2}, {"--gpus", std::to_string(gpus)});

@@ -67,8 +67,13 @@ std::string inner_refusal(const std::string& name) {
            ")";
   }
   if (info->series == "multigpu") return "--inner " + name + ": a multi-GPU stage, not one GPU's";
-  if (info->make()->kind() != StageKind::kTraining) {
-    return "--inner " + name + ": not a training stage";
+  const std::unique_ptr<Stage> stage = info->make();
+  if (stage->kind() != StageKind::kTraining) return "--inner " + name + ": not a training stage";
+  // This stage reports FP32 (its precision, bounds and records): a 16-bit inner stage would get
+  // inputs not rounded to its precision and FP32 bounds.
+  if (stage->precision() != Precision::kFp32) {
+    return "--inner " + name + ": computes in " + precision_name(stage->precision()) +
+           "; the data-parallel stage runs FP32 stages";
   }
   return {};
 }
@@ -269,13 +274,7 @@ class DataParallel final : public TrainingStage {
 
   void forward(const DeviceTensors& t, cudaStream_t stream) override {
     const ProblemSize& s = t.size;
-    // The other GPUs hold copies of the weights prepare() saw (make_share): refuse others.
-    if (gpus_ > 1 && (t.w_ih != prepared_.w_ih || t.w_hh != prepared_.w_hh ||
-                      t.b_ih != prepared_.b_ih || t.b_hh != prepared_.b_hh)) {
-      throw std::runtime_error(
-          "multigpu/00_data_parallel: a pass with other weights than prepare() copied to the "
-          "other GPUs; call prepare() with them first");
-    }
+    refuse_other_weights(t);
     point_home_share_at(t);
     KeepDevice keep;
     CUDA_CHECK(cudaEventRecord(inputs_ready_, stream));
@@ -296,6 +295,7 @@ class DataParallel final : public TrainingStage {
 
   void backward(const DeviceTensors& t, cudaStream_t stream) override {
     const ProblemSize& s = t.size;
+    refuse_other_weights(t);
     point_home_share_at(t);
     KeepDevice keep;
     std::fill(written_.begin(), written_.end(), 0);
@@ -328,9 +328,18 @@ class DataParallel final : public TrainingStage {
   }
 
  private:
+  /// The other GPUs hold copies of the weights prepare() saw (make_share): a pass with others.
+  void refuse_other_weights(const DeviceTensors& t) const {
+    if (gpus_ > 1 && (t.w_ih != prepared_.w_ih || t.w_hh != prepared_.w_hh ||
+                      t.b_ih != prepared_.b_ih || t.b_hh != prepared_.b_hh)) {
+      throw std::runtime_error(
+          "multigpu/00_data_parallel: a pass with other weights than prepare() copied to the "
+          "other GPUs; call prepare() with them first");
+    }
+  }
   /// The harness's GPU reads the harness's parameters and writes its gradient buffers in place
   /// (make_share): its share points at those of the pass, which may be other tensors than
-  /// prepare() saw (the other GPUs' copies of the weights may not: forward() refuses them).
+  /// prepare() saw (the other GPUs' copies of the weights may not: refuse_other_weights()).
   void point_home_share_at(const DeviceTensors& t) {
     DeviceTensors& d = replicas_.front()->tensors;
     d.w_ih = t.w_ih, d.w_hh = t.w_hh, d.b_ih = t.b_ih, d.b_hh = t.b_hh;
