@@ -61,15 +61,19 @@ endfunction()
 
 # lstm_write_stage_registry(): after every add_lstm_stage, writes the library lstm_stage_registry
 # whose all_stages() lists every registered stage, series by series in the order of
-# CMakeLists.txt (common/harness/stage_registry.h).
+# CMakeLists.txt (common/harness/stage_registry.h), and <build>/stages.txt, the stages'
+# executables a line each with their variants (scripts/gpu_check.sh runs them).
 function(lstm_write_stage_registry)
   get_property(stages GLOBAL PROPERTY LSTM_STAGES)
   set(STAGE_DECLARATIONS "")
   set(STAGE_ENTRIES "")
+  set(STAGE_LIST "")  # <build>/stages.txt: an executable a line, then its variants (gpu_check.sh)
   foreach(stage IN LISTS stages)
     string(REPLACE "/" "_" id ${stage})
     string(REGEX REPLACE "/.*" "" series ${stage})
     get_property(variants GLOBAL PROPERTY LSTM_STAGE_VARIANTS_${id})
+    string(REPLACE ";" " " shown_variants "${variants}")
+    string(APPEND STAGE_LIST "lstm_${id} ${shown_variants}\n")
     string(APPEND STAGE_DECLARATIONS "namespace stage_${id} {\nstd::unique_ptr<Stage> make();\n")
     string(APPEND STAGE_ENTRIES "      {\"${stage}\", \"${series}\", &stage_${id}::make},\n")
     foreach(variant IN LISTS variants)
@@ -81,6 +85,7 @@ function(lstm_write_stage_registry)
   endforeach()
   configure_file(${CMAKE_SOURCE_DIR}/cmake/stage_registry.cpp.in
                  ${CMAKE_BINARY_DIR}/generated/stage_registry.cpp @ONLY)
+  file(WRITE ${CMAKE_BINARY_DIR}/stages.txt "${STAGE_LIST}")
   add_library(lstm_stage_registry STATIC ${CMAKE_BINARY_DIR}/generated/stage_registry.cpp)
   target_link_libraries(lstm_stage_registry PUBLIC lstm_harness)
   foreach(stage IN LISTS stages)

@@ -5,18 +5,25 @@
 #   1. configure and build (Release, for the CUDA architecture below)
 #   2. every test, CPU and GPU; a GPU test that skips here counts as a failure, but for one that
 #      needs more GPUs than the machine has
-#   3. every stage on the canonical config and three odd configs, checks on, results as JSON
+#   3. every stage on the canonical config and three odd configs, checks on, results as JSON; a
+#      16-bit stage in each of its precisions (its BF16 variant through --precision bf16); the
+#      stages are the build's registry (BUILD_DIR/stages.txt), and one not built is a failure
 #   4. the cuDNN baseline (every algorithm, forward and training) and PyTorch (forward and
 #      training) on the same configs and on the committed fixtures, checks on (a training pass's
 #      gradients where the training reference fits the CPU reference's budget)
 #   5. compute-sanitizer memcheck, racecheck and synccheck on every stage at a small config (and
-#      the stages with other paths at their own: the backward over several clusters)
-#   6. the benchmarks (scripts/bench.sh): DIR/bench.json, DIR/bench_training.json and
-#      DIR/pytorch.jsonl (about 10 minutes and more on an H100: bench.sh --only splits it)
+#      the stages with other paths at their own: the backward over several clusters), in its
+#      default precision (a BF16 variant is the same kernels' other instance)
+#   6. the benchmarks (scripts/bench.sh): DIR/bench.json, bench_reduced.json, bench_training.json,
+#      bench_training_reduced.json and pytorch.jsonl (more than 10 minutes on an H100: --bench-only
+#      runs one of bench.sh's parts, and LSTM_BENCH_FLAGS goes to lstm_bench)
+# Every step but the build has a time limit (LSTM_STEP_TIMEOUT seconds, default 1200; a CTest
+# test 1500 s): a hang is reported as a failure, not waited for.
 # Logs and results go into DIR. Exit status: 0 everything passed, 1 anything failed (the summary
 # says what) or no GPU, 2 a usage error.
 #
-# usage: scripts/gpu_check.sh [--cuda-arch N] [--steps LIST] [--stages REGEX] [--test-share K/N] DIR
+# usage: scripts/gpu_check.sh [--cuda-arch N] [--steps LIST] [--stages REGEX] [--test-share K/N]
+#                             [--bench-only PART] DIR
 #   --cuda-arch N   the CUDA architecture to build for (CMAKE_CUDA_ARCHITECTURES): 90 (H100,
 #                   the default), 80 (A100), 89 (L4, RTX 40xx), a list "80;90", or native (this
 #                   machine's GPU). Also read from the environment, CUDA_ARCH=N; the option wins.
@@ -30,7 +37,10 @@
 #   --test-share K/N  step 2 only for every N-th test from the K-th (ctest -I K,,N); shares 1/N
 #                   to N/N cover every test, e.g. over time-limited calls (the GPU tests took
 #                   over 10 minutes on an H200); default: every test
-#   environment: BUILD_DIR (default build-gpu), CUDA_ARCH, PYTORCH_PYTHON, LSTM_SKIP_BENCH
+#   --bench-only PART  step 6 only for this part of scripts/bench.sh (its --only: forward-fp32,
+#                   forward-reduced, training-fp32, training-reduced, pytorch, ...)
+#   environment: BUILD_DIR (default build-gpu), CUDA_ARCH, PYTORCH_PYTHON, LSTM_SKIP_BENCH,
+#                LSTM_BENCH_FLAGS (e.g. --benchmark_repetitions=3), LSTM_STEP_TIMEOUT
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 
@@ -42,6 +52,7 @@ all_steps="tests stages baselines sanitizers bench"
 steps=$all_steps
 stage_regex=
 share=
+bench_part=
 while (($#)); do
   case $1 in
     --cuda-arch) (($# >= 2)) || usage_error "--cuda-arch needs a value"; cuda_arch=$2; shift 2 ;;
@@ -52,6 +63,8 @@ while (($#)); do
     --stages=*) stage_regex=${1#*=}; shift ;;
     --test-share) (($# >= 2)) || usage_error "--test-share needs a value"; share=$2; shift 2 ;;
     --test-share=*) share=${1#*=}; shift ;;
+    --bench-only) (($# >= 2)) || usage_error "--bench-only needs a value"; bench_part=$2; shift 2 ;;
+    --bench-only=*) bench_part=${1#*=}; shift ;;
     -h | --help) usage; exit 0 ;;
     -*) usage_error "unknown option: $1" ;;
     *) [ -z "$out" ] || usage_error "one DIR only (got $out and $1)"; out=$1; shift ;;
@@ -74,6 +87,9 @@ if [ -n "$share" ]; then
   fi
   share_flags=(-I "${BASH_REMATCH[1]},,${BASH_REMATCH[2]}")
 fi
+step_timeout=${LSTM_STEP_TIMEOUT:-1200}
+[[ $step_timeout =~ ^[1-9][0-9]*$ ]] ||
+  usage_error "LSTM_STEP_TIMEOUT takes a whole number of seconds, 1 or more (got '$step_timeout')"
 wants() { [[ " $steps " == *" $1 "* ]]; }
 [ "${LSTM_SKIP_BENCH:-0}" != 1 ] || steps=${steps/bench/}
 read -ra step_list <<<"$steps"
@@ -114,12 +130,22 @@ fi
 failures=()
 summary=()
 # run_step NAME COMMAND...: runs COMMAND with its output in DIR/NAME.log; records the outcome.
+# A program (not a shell function, whose commands limit themselves) gets step_timeout seconds,
+# once the build is done (limit=1 below).
+limit=0
 run_step() {
-  local name=$1
+  local name=$1 status
   shift
   local start=$SECONDS
-  if "$@" >"$out/$name.log" 2>&1; then
+  local timeout=()
+  ((limit)) && [ "$(type -t "$1")" = file ] && timeout=(timeout "$step_timeout")
+  "${timeout[@]}" "$@" >"$out/$name.log" 2>&1
+  status=$?
+  if ((status == 0)); then
     summary+=("ok      $name ($((SECONDS - start)) s)")
+  elif ((${#timeout[@]} && status == 124)); then
+    summary+=("FAILED  $name: stopped after $step_timeout s (a hang?): see $name.log")
+    failures+=("$name")
   else
     summary+=("FAILED  $name ($((SECONDS - start)) s): see $name.log")
     failures+=("$name")
@@ -148,6 +174,7 @@ fi
 }
 nvidia-smi >>"$out/environment.txt" 2>&1 || true
 cat "$out/environment.txt" | head -n 2
+limit=1  # from here on every program run by run_step has step_timeout seconds
 
 # ---- 2. tests: all of them; on a GPU machine a GPU test may skip only where it needs more GPUs
 # than this machine has (its output says "visible here: not run")
@@ -157,38 +184,50 @@ skipped_for_gpus() {  # skipped_for_gpus NAME: NAME's output in ctest's log says
     END { exit !found }' "$build/Testing/Temporary/LastTest.log"
 }
 gpu_tests_ran() {
-  # GPU tests first. Then the rest (a Python test whose packages this machine lacks may report
-  # skipped, with its reason).
+  # GPU tests first. Then the rest, whatever the GPU tests gave (a Python test whose packages
+  # this machine lacks may report skipped, with its reason).
   local listing="$out/tests_gpu.txt" name bad=0
-  ctest --test-dir "$build" -L gpu --output-on-failure --parallel 4 "${share_flags[@]}" |
-    tee "$listing"
-  ((PIPESTATUS[0] == 0)) || return 1
+  ctest --test-dir "$build" -L gpu --output-on-failure --parallel 4 --timeout 1500 \
+    "${share_flags[@]}" | tee "$listing"
+  ((PIPESTATUS[0] == 0)) || { echo "GPU tests FAILED (listed above)"; bad=1; }
   while read -r name; do  # ctest's closing list: "  N - NAME (Skipped)"
     skipped_for_gpus "$name" && continue
     echo "GPU test skipped on a GPU machine: $name"
     bad=1
   done < <(sed -nE 's/^[[:space:]]*[0-9]+ - ([^ ]+) \(Skipped\)$/\1/p' "$listing")
-  if ((bad)) || ctest --test-dir "$build" -N -L gpu "${share_flags[@]}" | grep -q "Total Tests: 0"; then
-    echo "GPU tests were skipped or missing on a GPU machine"
-    return 1
+  if ctest --test-dir "$build" -N -L gpu "${share_flags[@]}" | grep -q "Total Tests: 0"; then
+    echo "no GPU test to run on a GPU machine"
+    bad=1
   fi
-  ctest --test-dir "$build" -LE gpu --output-on-failure --parallel 4 "${share_flags[@]}"
+  ctest --test-dir "$build" -LE gpu --output-on-failure --parallel 4 --timeout 1500 \
+    "${share_flags[@]}" || bad=1
+  return $bad
 }
 wants tests && run_step tests gpu_tests_ran
 
 # ---- 3. every stage: canonical config and three odd configs, checks on
 stages=()
-# Every stage of every series (lstm_<series>_<NN_slug>); the test-only selftest stages run in
-# the GPU tests instead.
-for exe in "$build"/bin/lstm_*_[0-9][0-9]_*; do
-  case $(basename "$exe") in lstm_selftest_*) continue ;; esac
-  [ -z "$stage_regex" ] || grep -Eq -- "$stage_regex" <<<"$(basename "$exe")" || continue
-  stages+=("$(basename "$exe")")
-done
-if ((${#stages[@]} == 0)); then
-  summary+=("FAILED  stages: no stage executable matches --stages '$stage_regex'")
-  failures+=(stages)
-  echo "${summary[-1]}"
+declare -A variants=()  # a stage's precisions beyond its default (bf16), from the registry
+# Every stage of the registry (BUILD_DIR/stages.txt, written by CMake: not whatever build/bin
+# holds from earlier builds); the test-only selftest stages run in the GPU tests instead.
+if wants stages || wants sanitizers; then
+  while read -r exe more; do
+    [ -n "$exe" ] || continue
+    [ -z "$stage_regex" ] || grep -Eq -- "$stage_regex" <<<"$exe" || continue
+    if [ ! -x "$build/bin/$exe" ]; then
+      summary+=("FAILED  $exe: registered but not built")
+      failures+=("$exe")
+      echo "${summary[-1]}"
+      continue
+    fi
+    stages+=("$exe")
+    variants[$exe]=$more
+  done <"$build/stages.txt"
+  if ((${#stages[@]} == 0)); then
+    summary+=("FAILED  stages: no stage of $build/stages.txt matches --stages '$stage_regex'")
+    failures+=(stages)
+    echo "${summary[-1]}"
+  fi
 fi
 odd_configs=(
   "--hidden 200 --input-size 77 --batch 3 --seq 17 --layers 3"
@@ -197,12 +236,22 @@ odd_configs=(
 )
 if wants stages; then
   for stage in "${stages[@]}"; do
-    run_step "$stage.canonical" "$build/bin/$stage" --json "$out/canonical.jsonl"
-    for i in "${!odd_configs[@]}"; do
-      # shellcheck disable=SC2086  # the config is a list of flags
-      run_step "$stage.odd$i" "$build/bin/$stage" ${odd_configs[$i]} --json "$out/odd.jsonl"
+    for precision in default ${variants[$stage]}; do
+      name=$stage precision_flags=()
+      [ "$precision" = default ] || { name=$stage.$precision; precision_flags=(--precision "$precision"); }
+      run_step "$name.canonical" "$build/bin/$stage" "${precision_flags[@]}" \
+        --json "$out/canonical.jsonl"
+      for i in "${!odd_configs[@]}"; do
+        # shellcheck disable=SC2086  # the config is a list of flags
+        run_step "$name.odd$i" "$build/bin/$stage" "${precision_flags[@]}" ${odd_configs[$i]} \
+          --json "$out/odd.jsonl"
+      done
     done
   done
+  # Checked runs that the reference did not cover whole (over the CPU reference's budget).
+  partly=$(grep -l "NOT checked" "$out"/*.canonical.log "$out"/*.odd[0-9].log 2>/dev/null |
+    xargs -r -n1 basename | sed 's/\.log$//' | tr '\n' ' ')
+  [ -z "$partly" ] || summary+=("note    runs whose check did not cover everything (their logs say what): $partly")
 fi
 
 # ---- 4. the baselines on the same configs: cuDNN (every algorithm it accepts) and PyTorch
@@ -289,8 +338,8 @@ if wants sanitizers; then
     configs=("$small")
     # The kernels a stage has, from its plan.h (as tests/CMakeLists.txt finds them): a batch
     # group's backward over several clusters (stage 33 on), up to 16 rows a cluster (35 on).
-    name=${stage#lstm_}
-    plan_h=stages/${name%%_*}/${name#*_}/plan.h
+    folder=${stage#lstm_}
+    plan_h=stages/${folder%%_*}/${folder#*_}/plan.h
     grep -qs kMaxSpannedClusters "$plan_h" &&
       configs+=("${spans[0]} --iters 1 --warmup 0" "${spans[1]} --iters 1 --warmup 0")
     grep -qs kMaxClusterRows "$plan_h" &&
@@ -308,7 +357,9 @@ fi
 
 # ---- 6. the benchmarks (skip with LSTM_SKIP_BENCH=1)
 if wants bench; then
-  run_step bench env BUILD_DIR="$build" PYTORCH_PYTHON="$python" scripts/bench.sh "$out"
+  # shellcheck disable=SC2086  # LSTM_BENCH_FLAGS is a list of flags
+  run_step "bench${bench_part:+.$bench_part}" env BUILD_DIR="$build" PYTORCH_PYTHON="$python" \
+    scripts/bench.sh ${bench_part:+--only "$bench_part"} "$out" -- ${LSTM_BENCH_FLAGS:-}
 fi
 
 # ---- summary: one line per step, then the timings of the canonical runs
