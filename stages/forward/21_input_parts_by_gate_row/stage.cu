@@ -108,7 +108,8 @@ class PersistentStage final : public Stage {
       why << "the recurrent weights do not fit on chip: " << network.why << " (" << device.name
           << ", " << limits.sm_count << " SMs, " << limits.shared_bytes / 1024
           << " KiB of shared memory per block)";
-      if (network.launches.empty() || network.layers_per_launch() == 1)
+      // Where H itself does not fit (not only what --plan or --layers-per-launch pins): what would.
+      if (!make_plan(s, limits).fits)
         why << "; the largest H that fits at B = " << s.batch << " is "
             << largest_hidden_that_fits(s, limits);
       return why.str();

@@ -117,8 +117,11 @@ class PersistentTraining final : public TrainingStage {
       std::ostringstream why;
       why << "the recurrent weights do not fit on chip: " << plan.why << " (" << device.name << ", "
           << limits.sm_count << " SMs, " << limits.shared_bytes / 1024
-          << " KiB of shared memory per block); the largest H that fits at B = " << s.batch
-          << " is " << largest_hidden_that_fits(s, limits);
+          << " KiB of shared memory per block)";
+      // Where H itself does not fit (not only what --plan pins): what would.
+      if (!make_plan(s, limits).fits)
+        why << "; the largest H that fits at B = " << s.batch << " is "
+            << largest_hidden_that_fits(s, limits);
       return why.str();
     }
     if (!device.cooperativeLaunch) return "the device does not support cooperative launches";
