@@ -4,10 +4,8 @@
 # usage: cmake -DBENCH=... -DCONFIGS=... -DSTAGES="forward/00_naive;..."
 #              [-DBASELINES="cudnn_standard;cudnn_standard_fp16;..."] -P bench_lists_configs.cmake
 cmake_policy(SET CMP0007 NEW)
-execute_process(COMMAND ${BENCH} --benchmark_list_tests OUTPUT_VARIABLE listed RESULT_VARIABLE code)
-if(NOT code EQUAL 0)
-  message(FATAL_ERROR "lstm_bench --benchmark_list_tests exited with ${code}")
-endif()
+include(${CMAKE_CURRENT_LIST_DIR}/bench_list.cmake)
+bench_list(listed)
 execute_process(COMMAND ${CONFIGS} --names OUTPUT_VARIABLE names RESULT_VARIABLE code)
 if(NOT code EQUAL 0)
   message(FATAL_ERROR "lstm_configs --names exited with ${code}")

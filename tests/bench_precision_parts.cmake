@@ -4,12 +4,9 @@
 # FP16 twin and cuDNN's FP16 and BF16 algorithms only in the 16-bit part.
 # usage: cmake -DBENCH=... -P bench_precision_parts.cmake
 cmake_policy(SET CMP0007 NEW)
-function(list_part out)
-  execute_process(COMMAND ${BENCH} ${ARGN} --benchmark_list_tests OUTPUT_VARIABLE listed
-                  RESULT_VARIABLE code)
-  if(NOT code EQUAL 0)
-    message(FATAL_ERROR "lstm_bench ${ARGN} --benchmark_list_tests exited with ${code}")
-  endif()
+include(${CMAKE_CURRENT_LIST_DIR}/bench_list.cmake)
+function(list_part out)  # bench_list() as a CMake list
+  bench_list(listed ${ARGN})
   string(REPLACE "\n" ";" listed "${listed}")
   list(FILTER listed EXCLUDE REGEX "^$")
   set(${out} "${listed}" PARENT_SCOPE)
