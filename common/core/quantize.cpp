@@ -54,16 +54,8 @@ bool representable(float value, Precision precision) {
   return round_to_precision(value, precision) == value;
 }
 
-void quantize(std::vector<float>& values, Precision precision) {
+void quantize(std::vector<float>& values, Precision precision, const std::string& name) {
   if (precision == Precision::kFp32) return;
-  for (float& value : values)
-    value = round_to_precision(value, precision);
-}
-
-namespace {
-/// quantize(), refusing a finite value that rounds to infinity: the run would compute on other
-/// data than it was given (its check could still pass: sigma and tanh of infinity are finite).
-void quantize_finite(std::vector<float>& values, Precision precision, const std::string& name) {
   for (std::size_t i = 0; i < values.size(); ++i) {
     const float rounded = round_to_precision(values[i], precision);
     if (std::isinf(rounded) && std::isfinite(values[i])) {
@@ -76,25 +68,24 @@ void quantize_finite(std::vector<float>& values, Precision precision, const std:
     values[i] = rounded;
   }
 }
-}  // namespace
 
 void quantize_problem(Precision precision, LstmParams& params, UpstreamGradients* upstream) {
   if (precision == Precision::kFp32) return;
-  quantize_finite(params.x, precision, "x");
-  quantize_finite(params.h0, precision, "h0");
-  quantize_finite(params.c0, precision, "c0");
+  quantize(params.x, precision, "x");
+  quantize(params.h0, precision, "h0");
+  quantize(params.c0, precision, "c0");
   for (std::size_t l = 0; l < params.layers.size(); ++l) {
     LayerWeights& layer = params.layers[l];
     const std::string suffix = "_l" + std::to_string(l);
-    quantize_finite(layer.w_ih, precision, "weight_ih" + suffix);
-    quantize_finite(layer.w_hh, precision, "weight_hh" + suffix);
-    quantize_finite(layer.b_ih, precision, "bias_ih" + suffix);
-    quantize_finite(layer.b_hh, precision, "bias_hh" + suffix);
+    quantize(layer.w_ih, precision, "weight_ih" + suffix);
+    quantize(layer.w_hh, precision, "weight_hh" + suffix);
+    quantize(layer.b_ih, precision, "bias_ih" + suffix);
+    quantize(layer.b_hh, precision, "bias_hh" + suffix);
   }
   if (upstream != nullptr) {
-    quantize_finite(upstream->dy, precision, "dy");
-    quantize_finite(upstream->dhy, precision, "dhy");
-    quantize_finite(upstream->dcy, precision, "dcy");
+    quantize(upstream->dy, precision, "dy");
+    quantize(upstream->dhy, precision, "dhy");
+    quantize(upstream->dcy, precision, "dcy");
   }
 }
 

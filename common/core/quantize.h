@@ -11,6 +11,7 @@
  */
 #pragma once
 
+#include <string>
 #include <vector>
 
 #include "core/kind_and_precision.h"
@@ -35,8 +36,11 @@ float round_to_precision(float value, Precision precision);
 /// Whether `value` is exactly representable in `precision` (NaN counts as representable).
 bool representable(float value, Precision precision);
 
-/// Rounds every value of `values` to `precision` in place (FP32: unchanged).
-void quantize(std::vector<float>& values, Precision precision);
+/// Rounds every value of `values` (the tensor `name`) to `precision` in place (FP32: unchanged).
+/// \throws std::invalid_argument naming `name`, the element and the limit where a finite value
+///         would round to infinity: the run would compute on other data than it was given (and
+///         its check could still pass: sigma and tanh of infinity are finite).
+void quantize(std::vector<float>& values, Precision precision, const std::string& name);
 
 /// Rounds every input of a problem to `precision` in place: x, h0, c0 and every layer's weights
 /// and biases; and, when `upstream` is given, dy, dhy and dcy. FP32 leaves everything as it is.
