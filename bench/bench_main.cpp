@@ -46,6 +46,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/run_record.h"
@@ -97,8 +98,13 @@ Passes passes_of(StageKind kind) {
 /// before training, so that a configuration's data are made once per kind. The precision is in
 /// the name and in the label (precision=...). The FP16/BF16 stages round the float32 data as they
 /// convert it (the bench checks only that every output is finite).
-/// Only those whose precision is in `precisions` (lstm_bench --precisions).
-std::vector<StageInfo> implementations(const std::vector<Precision>& precisions) {
+/// Only those whose precision is in `precisions` (lstm_bench --precisions), each with its kind
+/// (one object made per implementation to ask, which does no CUDA work before prepare()).
+struct Implementation {
+  StageInfo info;
+  StageKind kind;
+};
+std::vector<Implementation> implementations(const std::vector<Precision>& precisions) {
   std::vector<StageInfo> list = all_stages();
   // The multigpu series is measured by scripts/scaling.sh, at every GPU count the machine has.
   list.erase(std::remove_if(list.begin(), list.end(),
@@ -116,13 +122,13 @@ std::vector<StageInfo> implementations(const std::vector<Precision>& precisions)
     }
   }
 #endif
-  list.erase(std::remove_if(list.begin(), list.end(),
-                            [&](const StageInfo& info) {
-                              return std::find(precisions.begin(), precisions.end(),
-                                               info.make()->precision()) == precisions.end();
-                            }),
-             list.end());
-  return list;
+  std::vector<Implementation> kept;
+  for (StageInfo& info : list) {
+    const std::unique_ptr<Stage> stage = info.make();
+    if (std::find(precisions.begin(), precisions.end(), stage->precision()) != precisions.end())
+      kept.push_back({std::move(info), stage->kind()});
+  }
+  return kept;
 }
 
 /// The precisions of `--precisions=fp32,fp16,...` (every one where the flag is absent), the flag
@@ -584,20 +590,17 @@ int main(int argc, char** argv) {
                      [](int n) { return measure_cluster_exchange_us(n, kExchangeSteps); });
     // Registered configuration by configuration; the run order is Google Benchmark's (random
     // with interleaving), the data stays in DataCache.
-    static const std::vector<StageInfo> impls = implementations(precisions);
-    std::vector<StageKind> kinds;  // of each implementation (its object does no CUDA work yet)
-    for (const StageInfo& impl : impls)
-      kinds.push_back(impl.make()->kind());
+    static const std::vector<Implementation> impls = implementations(precisions);
     for (const StandardConfig& config : standard_configs()) {
-      for (std::size_t i = 0; i < impls.size(); ++i) {
-        const StageInfo& impl = impls[i];
+      for (const Implementation& implementation : impls) {
+        const StageInfo& impl = implementation.info;
         const std::string name = impl.name + "/" + config_name(config);
         benchmark::RegisterBenchmark(name.c_str(),
                                      [&impl, &config, name](benchmark::State& state) {
                                        bench_implementation(state, impl, config, name);
                                      })
             ->UseManualTime()
-            ->Iterations(passes_of(kinds[i]).timed)
+            ->Iterations(passes_of(implementation.kind).timed)
             ->Unit(benchmark::kMillisecond);
       }
     }

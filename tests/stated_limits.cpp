@@ -7,7 +7,7 @@
 
 #define LSTM_STATED_LIMIT(id, name, stated) \
   namespace lstm::stage_##id {              \
-  int largest_on_h100(int batch);           \
+    int largest_on_h100(int batch);         \
   }
 #include "stated_limits_stages.inc"  // each stage's largest_on_h100 (tests/stated_limits_stage.cpp)
 #undef LSTM_STATED_LIMIT
@@ -34,9 +34,10 @@ int main() {
     for (int batch : {1, 4, 64, 256}) {
       const int largest = s.largest_on_h100(batch);
       if (largest != s.stated) {
-        std::printf("%s: its README states H <= %d at any batch; its planner's largest H at B = %d "
-                    "on the H100 is %d\n",
-                    s.stage, s.stated, batch, largest);
+        std::printf(
+            "%s: its README states H <= %d at any batch; its planner's largest H at B = %d "
+            "on the H100 is %d\n",
+            s.stage, s.stated, batch, largest);
         ++wrong;
       }
     }
