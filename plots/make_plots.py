@@ -9,6 +9,7 @@ max. Writes the FIGURES into <gpu>/plots/ (OUT/<gpu>/ with --out) and, unless --
 sections of readme_sections() from --readme-gpu. Bad input writes nothing and exits 1.
 """
 import argparse
+import functools
 import json
 import math
 import re
@@ -560,6 +561,7 @@ FIGURES = {f"{name}.png": globals()[f"figure_{name}"] for name in (  # name.png:
     "canonical", "batch_sweep", "persistent_steps", "hidden_sweep", "fp32_fraction",
     "training_canonical", "training_sweeps", "error_vs_seq")}
 
+@functools.cache  # read once: checked before any figure is drawn, then drawn
 def scaling_points(folder):
     """scaling.jsonl's {('strong', global B) or ('weak', B per GPU): {G: median ms}}; last wins."""
     path = Path(folder) / "scaling.jsonl"
