@@ -9,7 +9,6 @@ max. Writes the FIGURES into <gpu>/plots/ (OUT/<gpu>/ with --out) and, unless --
 sections of readme_sections() from --readme-gpu. Bad input writes nothing and exits 1.
 """
 import argparse
-import functools
 import json
 import math
 import re
@@ -561,7 +560,6 @@ FIGURES = {f"{name}.png": globals()[f"figure_{name}"] for name in (  # name.png:
     "canonical", "batch_sweep", "persistent_steps", "hidden_sweep", "fp32_fraction",
     "training_canonical", "training_sweeps", "error_vs_seq")}
 
-@functools.cache  # read once: checked before any figure is drawn, then drawn
 def scaling_points(folder):
     """scaling.jsonl's {('strong', global B) or ('weak', B per GPU): {G: median ms}}; last wins."""
     path = Path(folder) / "scaling.jsonl"
@@ -580,8 +578,8 @@ def scaling_points(folder):
         points.setdefault(key, {})[gpus] = ms
     return points
 
-def figure_scaling(res):  # speedup over one GPU against G, beside the ideal line
-    points = scaling_points(res.folder)
+def figure_scaling(res, points=None):  # speedup over one GPU against G, beside the ideal line
+    points = scaling_points(res.folder) if points is None else points  # main() read them
     fig = Figure(figsize=(11, 4.8), layout="constrained")
     for ax, kind in zip(fig.subplots(1, 2), ("strong", "weak")):
         curves = [(batch, by) for (what, batch), by in sorted(points.items())
@@ -908,9 +906,7 @@ def main(argv=None):
         if not folders:
             raise InputError(f"{results}: no folder with a bench*.json or scaling.jsonl")
         outs = {f: Path(args.out) / f.name if args.out else f / "plots" for f in folders}
-        for folder in folders:
-            if (folder / "scaling.jsonl").is_file():
-                scaling_points(folder)
+        scaling = {f: scaling_points(f) for f in folders if (f / "scaling.jsonl").is_file()}
         for out in outs.values():
             try:
                 out.mkdir(parents=True, exist_ok=True)
@@ -922,7 +918,8 @@ def main(argv=None):
         return 1
     for folder, out in outs.items():
         res = loaded.get(folder) or Results(folder)
-        figures = (FIGURES if folder in loaded else {}) | {"scaling.png": figure_scaling}
+        figures = (FIGURES if folder in loaded else {}) | {
+            "scaling.png": lambda r, f=folder: figure_scaling(r, scaling.get(f))}
         figures |= {"against_cudnn.png": lambda _: figure_against_cudnn(
             every[folder], args.readme_root)} if folder in every else {}
         for name, figure in figures.items():
