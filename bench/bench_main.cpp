@@ -92,6 +92,12 @@ Passes passes_of(StageKind kind) {
   return kind == StageKind::kTraining ? kTrainingPasses : kForwardPasses;
 }
 
+/// An implementation the benchmark times, with its kind (asked once, at start-up).
+struct Implementation {
+  StageInfo info;
+  StageKind kind;
+};
+
 /// Every implementation the benchmark times: the stages, then the cuDNN algorithms' forward
 /// passes in FP32, FP16 and BF16 ("cudnn_standard", "cudnn_standard_fp16", ...), then their
 /// training passes ("cudnn_standard_training", "cudnn_standard_bf16_training", ...): forward
@@ -100,10 +106,6 @@ Passes passes_of(StageKind kind) {
 /// convert it (the bench checks only that every output is finite).
 /// Only those whose precision is in `precisions` (lstm_bench --precisions), each with its kind
 /// (one object made per implementation to ask, which does no CUDA work before prepare()).
-struct Implementation {
-  StageInfo info;
-  StageKind kind;
-};
 std::vector<Implementation> implementations(const std::vector<Precision>& precisions) {
   std::vector<StageInfo> list = all_stages();
   // The multigpu series is measured by scripts/scaling.sh, at every GPU count the machine has.
