@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "flag_test_support.h"
+#include "h100_limits.h"
 #include "plan.h"
 
 #ifndef LSTM_PLAN_HAS_REGISTER_KERNEL
@@ -103,7 +104,7 @@ DeviceLimits chip(int sm_count, std::size_t shared_kib, const char* name) {
 }
 
 DeviceLimits h100() {
-  return chip(132, 227, "H100");
+  return testing::h100_limits<DeviceLimits>();
 }
 
 ProblemSize size_of(int hidden, int batch, int seq_len = 100, int layers = 1) {

@@ -45,6 +45,7 @@
 
 #include "core/quantize.h"
 #include "gpu_test_support.h"
+#include "h100_limits.h"
 #include "harness/checked_run.h"
 #include "harness/stage_main.h"
 #include "plan.h"
@@ -201,19 +202,6 @@ const std::vector<Case>& cases() {
 
 const char* kPrecisions[] = {"fp16", "bf16"};
 
-#if LSTM_TC_HAS_ONE_CLUSTER
-/// The H100's limits for the planner tests of the cluster backward that run without a GPU: 132
-/// SMs, 227 KiB of shared memory a block, 66 clusters of two and 7 whole clusters of 16 at once.
-inline DeviceLimits h100_limits() {
-  DeviceLimits h100;
-  h100.sm_count = 132;
-  h100.shared_bytes = 227 * 1024;
-  h100.pair_clusters = 66;
-  h100.whole_clusters = 7;
-  return h100;
-}
-#endif
-
 std::unique_ptr<Stage> make_stage(const std::string& precision, const std::string& plan,
                                   int layers_per_launch = 0) {
   std::unique_ptr<Stage> stage = precision == "bf16" ? make_bf16() : make();
@@ -343,9 +331,8 @@ TEST(TrainingTensorCoresFlags, PrecisionAndPlanFlags) {  // no GPU needed
 // beside the staged dz (the canonical config: half as many blocks per batch group), one where it
 // does not (H = 1024), and a block of more than 32 units refused with the reason.
 TEST(TrainingTensorCoresRowTiles, TwoRowTilesWhereTheyFitOneWhereNot) {  // no GPU needed
-  DeviceLimits h100;
-  h100.sm_count = 132;
-  h100.shared_bytes = 227 * 1024;
+  const DeviceLimits h100 = testing::h100_limits<DeviceLimits>(
+      testing::Clusters::kNone);  // no clusters: the plans of the stages before 23
   const Plan canonical = make_plan(ProblemSize{512, 512, 64, 100, 4}, h100);
   ASSERT_TRUE(canonical.fits) << canonical.why;
   EXPECT_EQ(canonical.backward.row_tiles, 2) << canonical.describe();
@@ -374,9 +361,8 @@ TEST(TrainingTensorCoresRowTiles, TwoRowTilesWhereTheyFitOneWhereNot) {  // no G
 // tile groups, 256 threads); 512 threads where a block's rows need them (H = 1024, B = 16: two
 // batch groups of 16 units, four row tiles and four k slices).
 TEST(TrainingTensorCoresKSlices, TheForwardTakesFourKSlicesAtSmallBatches) {  // no GPU needed
-  DeviceLimits h100;
-  h100.sm_count = 132;
-  h100.shared_bytes = 227 * 1024;
+  const DeviceLimits h100 = testing::h100_limits<DeviceLimits>(
+      testing::Clusters::kNone);  // no clusters: the plans of the stages before 23
   for (int batch : {1, 8}) {
     const ForwardPlan small = make_plan(ProblemSize{512, 512, batch, 100, 1}, h100).forward;
     ASSERT_TRUE(small.fits) << small.why;
@@ -413,10 +399,8 @@ TEST(TrainingTensorCoresKSlices, TheForwardTakesFourKSlicesAtSmallBatches) {  //
 // batch has four rows or fewer (measured 7-12% faster at H = 512 and 1024, B = 1 and 4, README),
 // 512 above (measured slower with 256 from B = 16, and at the canonical config).
 TEST(TrainingTensorCoresBackwardWarps, HalfTheBackwardWarpsWhereTheBatchHasFourRowsOrFewer) {
-  DeviceLimits h100;
-  h100.sm_count = 132;
-  h100.shared_bytes = 227 * 1024;
-  h100.pair_clusters = 66;
+  const DeviceLimits h100 = testing::h100_limits<DeviceLimits>(
+      testing::Clusters::kPairsOnly);  // no clusters of 16: the plans before stage 31
   for (int hidden : {512, 1024}) {
     for (int batch : {1, 2, 3, 4, 5, 8, 16, 64}) {
       const Plan plan = make_plan(ProblemSize{hidden, hidden, batch, 100, 1}, h100);
@@ -438,7 +422,7 @@ TEST(TrainingTensorCoresBackwardWarps, HalfTheBackwardWarpsWhereTheBatchHasFourR
 // planner's held plans of a small batch, and the by_gate_* cases above; not where a block has
 // more gates than threads (H = 512, B = 64), nor where W is not held (a wavefront launch).
 TEST(TrainingTensorCoresByGate, TheCellUpdateAThreadAGateWhereTheGatesFit) {
-  const DeviceLimits h100 = h100_limits();
+  const DeviceLimits h100 = testing::h100_limits<DeviceLimits>();
   const auto by_gate = [&](const ProblemSize& s, const std::string& pinned) {
     PlanRequest request;
     if (!pinned.empty()) request = parse_plan_request(pinned);
@@ -465,7 +449,7 @@ TEST(TrainingTensorCoresByGate, TheCellUpdateAThreadAGateWhereTheGatesFit) {
 // H = 1024, B = 4), fewer where T is shorter; one, after the recurrence, where its pairs of
 // blocks take 128 SMs (H = 1024, B = 16).
 TEST(TrainingTensorCoresTrailing, ChunksWhereTheRecurrenceLeavesAQuarterOfTheSms) {
-  const DeviceLimits h100 = h100_limits();
+  const DeviceLimits h100 = testing::h100_limits<DeviceLimits>();
   const auto steps = [&](int hidden, int batch, int seq_len) {
     const ProblemSize s{hidden, hidden, batch, seq_len, 1};
     const Plan plan = make_plan(s, h100);
@@ -486,7 +470,7 @@ TEST(TrainingTensorCoresTrailing, ChunksWhereTheRecurrenceLeavesAQuarterOfTheSms
 // B <= 56), stage 30's plan elsewhere and where no cluster of 16 can be resident; a pinned one
 // that does not fit is refused with the reason.
 TEST(TrainingTensorCoresOneCluster, OneClusterWhereHAndTheBatchFitStage30sPlanElsewhere) {
-  const DeviceLimits h100 = h100_limits();
+  const DeviceLimits h100 = testing::h100_limits<DeviceLimits>();
   for (int batch : {1, 4, 8, 9, 56}) {
     const Plan plan = make_plan(ProblemSize{512, 512, batch, 100, 1}, h100);
     ASSERT_TRUE(plan.fits) << plan.why;
@@ -525,7 +509,7 @@ TEST(TrainingTensorCoresOneCluster, OneClusterWhereHAndTheBatchFitStage30sPlanEl
 // refused with the reason: a span H does not need, groups that cannot all be resident, a span
 // past kMaxSpannedClusters.
 TEST(TrainingTensorCoresClusterSpan, MostClustersThatFitStage30sPlanElsewhere) {
-  const DeviceLimits h100 = h100_limits();
+  const DeviceLimits h100 = testing::h100_limits<DeviceLimits>();
   for (int batch : {1, 4, 8}) {
     const BackwardPlan b = make_plan(ProblemSize{1024, 1024, batch, 100, 1}, h100).backward;
     EXPECT_EQ(b.cluster_blocks, kOneCluster) << batch;
@@ -564,7 +548,7 @@ TEST(TrainingTensorCoresClusterSpan, MostClustersThatFitStage30sPlanElsewhere) {
 // stage 30's plan elsewhere (H = 512, B = 128: 8 groups; H = 1024, B = 9-16: 16 rows over four
 // clusters only pinned, B = 12 at most there); pinned rows past what fits refused.
 TEST(TrainingTensorCoresSixteenRows, SixteenRowsWhereGroupsOfEightDoNotFit) {
-  const DeviceLimits h100 = h100_limits();
+  const DeviceLimits h100 = testing::h100_limits<DeviceLimits>();
   const auto backward = [&](int hidden, int batch, int layers = 1) {
     return make_plan(ProblemSize{hidden, hidden, batch, 100, layers}, h100).backward;
   };
@@ -609,10 +593,8 @@ TEST(TrainingTensorCoresSixteenRows, SixteenRowsWhereGroupsOfEightDoNotFit) {
 // H = 512, B = 1) or the device offers no clusters; refusals with the reason: 4H too
 // few gate rows to split (H = 1), more blocks in clusters than can be resident.
 TEST(TrainingTensorCoresClusters, ClustersOfTwoWhereDzDominatesRefusedWhereTheyCannotRun) {
-  DeviceLimits h100;
-  h100.sm_count = 132;
-  h100.shared_bytes = 227 * 1024;
-  h100.pair_clusters = 66;
+  const DeviceLimits h100 = testing::h100_limits<DeviceLimits>(
+      testing::Clusters::kPairsOnly);  // no clusters of 16: the plans before stage 31
   const BackwardPlan wide = make_plan(ProblemSize{1024, 1024, 16, 100, 1}, h100).backward;
   EXPECT_EQ(wide.cluster_blocks, 2) << wide.units_per_block;
   EXPECT_EQ(wide.k_rows, 2048);
@@ -663,10 +645,8 @@ TEST(TrainingTensorCoresClusters, ClustersOfTwoWhereDzDominatesRefusedWhereTheyC
 // [W_ih | W_hh] of two layers leaves no room for more than one chunk of h; a pinned split that
 // does not fit is refused naming the most that do; the flag's range.
 TEST(TrainingTensorCoresWavefront, TheForwardsLayersShareALaunchWhereTheyFit) {  // no GPU needed
-  DeviceLimits h100;
-  h100.sm_count = 132;
-  h100.shared_bytes = 227 * 1024;
-  h100.pair_clusters = 66;
+  const DeviceLimits h100 = testing::h100_limits<DeviceLimits>(
+      testing::Clusters::kPairsOnly);  // no clusters of 16: the plans before stage 31
   const ProblemSize canonical{512, 512, 64, 100, 4};
   const Plan four = make_plan(canonical, h100, parse_plan_request("", 4));
   ASSERT_TRUE(four.fits) << four.why;
