@@ -416,12 +416,15 @@ def figure_hidden_sweep(res):
     return against_cudnn(res, "forward", "hidden_sweep", "LSTM forward: time per step and layer"
                          " against hidden size", sweep_stages, SWEEP_RULE, pytorch=True)
 def figure_training_sweeps(res):
-    batch, hidden = rows(res, "training", "batch_sweep"), rows(res, "training", "hidden_sweep")
+    batch, hidden = (rows(res, "training", group) for group in ("batch_sweep", "hidden_sweep"))
+    shown = sweep_stages([r for r in batch + hidden if is_stage(r.impl)])
+    batch, hidden = ([r for r in runs if (r.impl, r.precision) in shown or not is_stage(r.impl)]
+                     for runs in (batch, hidden))
     panels = by_hidden(measured(batch, "no measured training batch sweep"), "batch sweep, ") + [
         (f"hidden sweep ({fixed_sizes(hidden)})", hidden, lambda r: r.H, "hidden size H")
     ] * bool(hidden)
     return sweep_figure(res, panels, "LSTM training pass (forward with stash and backward): "
-                        f"time per step ({fixed_sizes(batch)})")
+                        f"time per step ({fixed_sizes(batch)})", SWEEP_RULE)
 
 def figure_persistent_steps(res):
     return against_cudnn(res, "forward", "batch_sweep", "The persistent forward stages against "
@@ -457,13 +460,15 @@ def references(runs, stages):
             refs.append((f"PyTorch nn.LSTM{tag}", pt, dict(color=PYTORCH_COLOR, linestyle=":")))
     return refs
 
-def canonical_figure(res, kind, title, size):
-    """Two panels: the left one for the caller, each stage's speedup over the first right."""
-    runs = canonical(res, kind)
+def canonical_figure(res, kind, title, size, left_out=(), lead=""):
+    """Two panels: the first for the caller, then each stage's speedup over the first stage (side
+    by side; one above the other for the training pass). Precisions in `left_out` are not drawn."""
+    runs = [r for r in canonical(res, kind) if r.precision not in left_out]
     stages = [r for r in runs if is_stage(r.impl)]
-    fig = new_figure(res, runs, f"{title} at the canonical config ({shape_label(stages[0])})", size)
-    ax_ms, ax = fig.subplots(1, 2, width_ratios=(len(runs if kind == "training" else stages),
-                                                 len(stages)))
+    fig = new_figure(res, runs, f"{title} at the canonical config ({shape_label(stages[0])})", size,
+                     lead=lead)
+    ax_ms, ax = fig.subplots(2, 1) if kind == "training" else fig.subplots(
+        1, 2, width_ratios=(len(stages), len(stages)))
     base = next(s for s in stages if not s.error)
     speedups = [0 if s.error else base.ms / s.ms for s in stages]
     bar_panel(ax, stages, [(v,) * 3 for v in speedups], [f"{v:.2f}×" for v in speedups], color=BAR)
@@ -486,8 +491,10 @@ def figure_canonical(res):
     return fig
 
 def figure_training_canonical(res):
-    fig, ax, runs, _ = canonical_figure(res, "training", "LSTM training pass (forward with "
-                                        "stash, then backward)", (15, 7))
+    fig, ax, runs, _ = canonical_figure(
+        res, "training", "LSTM training pass (forward with stash, then backward)", (18, 13),
+        left_out=("bf16",), lead="BF16 (each stage's BF16 twin, cuDNN and PyTorch in BF16): in the "
+        "table of README.md, not drawn here.")
     forward, backward = ([r.med(k) or 0 for r in runs] for k in ("forward_ms", "backward_ms"))
     hatch = dict(hatch=["" if is_stage(r.impl) else "///" for r in runs], ec="white", lw=0)
     ax.bar(range(len(runs)), backward, bottom=forward, width=0.7, color=BACKWARD,
@@ -828,7 +835,8 @@ def stage_batch_sweep(res, stage):
         res, [r for r in runs if r.impl == stage or is_cudnn(r.impl)]))
 
 def barrier_table(res):  # the grid-wide barrier's cost per block count (grid_sync/blocks:N)
-    barriers = {int(k.split(":")[1]): run for k, run in res.other.items() if "blocks:" in k}
+    barriers = {int(k.split(":")[1]): run for k, run in res.other.items()
+                if k.startswith("grid_sync/")}  # not the exchange_*/blocks:N floors
     if not barriers:
         return "Not measured yet: no grid_sync entries in bench.json."
     return markdown(["blocks", "µs per barrier"], [

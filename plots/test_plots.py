@@ -5,6 +5,7 @@ Most run on the synthetic fixture plots/testdata/synthetic/synthetic-gpu/ (made-
 3 repetitions per benchmark, shuffled, with aggregate entries that must be ignored); the
 expected values are computed here from the raw JSON entries, not through make_plots.
 """
+import dataclasses
 import json
 import shutil
 import statistics
@@ -198,6 +199,9 @@ class Tables(Case):
         res = mp.load(folder)
         self.assertEqual(res.other["exchange_cluster/blocks:16"].reps, [{"us_per_step": 0.25}])
         self.assertEqual(len(res.runs), len(self.res.runs))  # no stage row made of them
+        barrier = mp.barrier_table(res)  # the grid_sync floors alone: no row of 16 blocks
+        self.assertRaises(AssertionError, row, barrier, "16")
+        self.assertEqual(row(barrier, "132"), row(mp.barrier_table(self.res), "132"))
 
     def test_a_floor_this_gpu_refused_is_left_out(self):
         folder = self.copy_fixture()  # e.g. no clusters: the bench skips it, with no counters
@@ -443,6 +447,20 @@ class Sweeps(Case):
                 f"cudnn_{a}/batch_sweep/H:512/I:512/B:{b}/T:100/L:1/manual_time",
                 "us_per_step_layer")) for a in mp.CUDNN))
         self.assertIn("PyTorch nn.LSTM", labels)
+
+    def test_the_training_figures_draw_the_rule_s_stages_and_leave_bf16_to_the_table(self):
+        copies = [dataclasses.replace(r, impl=f"training/{n:02d}_copy") for n in range(3, 9)
+                  for r in self.res.runs if r.impl == "training/02_persistent"]
+        twins = [dataclasses.replace(r, impl=r.impl + "_bf16", precision="bf16")
+                 for r in self.res.runs if r.impl == "training/02_persistent"]
+        res = dataclasses.replace(self.res, runs=self.res.runs + copies + twins)
+        sweeps = mp.figure_training_sweeps(res).axes[0]  # FP32, the first batch-sweep panel
+        drawn = {c.get_label() for c in sweeps.containers if c.get_label().startswith("training/")}
+        self.assertEqual(len(drawn), mp.SWEEP_LAST + 1)  # of 8 stages: the last 4, the fastest
+        ticks = [t.get_text() for ax in mp.figure_training_canonical(res).axes
+                 for t in ax.get_xticklabels()]
+        self.assertIn("08 copy", ticks)  # every FP32 stage at the canonical config
+        self.assertFalse([t for t in ticks if "BF16" in t])  # the twins: the table's
 
     def test_what_was_refused_is_one_short_sentence(self):
         why = "unsupported: the recurrent weights do not fit on chip: 545 KiB of shared memory"
