@@ -461,6 +461,8 @@ class Sweeps(Case):
                  for t in ax.get_xticklabels()]
         self.assertIn("08 copy", ticks)  # every FP32 stage at the canonical config
         self.assertFalse([t for t in ticks if "BF16" in t])  # the twins: the table's
+        self.assertRaises(mp.MissingData, mp.figure_training_canonical,  # BF16 alone: no figure
+                          dataclasses.replace(self.res, runs=twins))
 
     def test_what_was_refused_is_one_short_sentence(self):
         why = "unsupported: the recurrent weights do not fit on chip: 545 KiB of shared memory"
