@@ -463,11 +463,10 @@ def references(runs, stages):
 def canonical_figure(res, kind, title, size, left_out=(), lead=""):
     """Two panels: the first for the caller, then each stage's speedup over the first stage (side
     by side; one above the other for the training pass). Precisions in `left_out` are not drawn."""
-    runs = [r for r in canonical(res, kind) if r.precision not in left_out]
+    outside = f" outside {', '.join(p.upper() for p in left_out)}" if left_out else ""
+    runs = measured([r for r in rows(res, kind, "canonical") if r.precision not in left_out],
+                    f"no {kind} stage measured at the canonical config{outside}")
     stages = [r for r in runs if is_stage(r.impl)]
-    if not any(not s.error for s in stages):
-        raise MissingData(f"no {kind} stage measured at the canonical config but in "
-                          f"{', '.join(p.upper() for p in left_out)}")
     fig = new_figure(res, runs, f"{title} at the canonical config ({shape_label(stages[0])})", size,
                      lead=lead)
     ax_ms, ax = fig.subplots(2, 1) if kind == "training" else fig.subplots(
