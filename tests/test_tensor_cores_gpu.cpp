@@ -17,7 +17,12 @@
 // planner's choices at the H100's limits (run on the CPU too). One that holds W in registers
 // (LSTM_TC_HAS_HELD_WEIGHTS, forward/23_weights_in_registers) adds held_* cases at H ~ 1000 and
 // checks which plans hold it (on the CPU too); the pinned one-layer cases above of at most 256
-// threads hold it too where a step is one chunk (wavefronts and several chunks never do).
+// threads hold it too where a step is one chunk (wavefronts and several chunks never do). One
+// whose wavefront layers hold W_hh (LSTM_TC_HAS_HELD_WAVEFRONT,
+// forward/24_wavefront_with_weights_in_registers) adds wave_held_* cases, each of whose upper
+// layers must hold it (odd H: h_{t-1}'s first rows in the layer below's chunk; B = 1; two k
+// slices), and checks which launches hold it (on the CPU too); its wave_* cases of at most 256
+// threads and one slice hold it too.
 #include <gtest/gtest.h>
 
 #include <iostream>
@@ -41,6 +46,9 @@
 #ifndef LSTM_TC_HAS_HELD_WEIGHTS
 #define LSTM_TC_HAS_HELD_WEIGHTS 0
 #endif
+#ifndef LSTM_TC_HAS_HELD_WAVEFRONT
+#define LSTM_TC_HAS_HELD_WAVEFRONT 0
+#endif
 
 namespace lstm::LSTM_STAGE_NAMESPACE {  // the stage's, as its build names it
 
@@ -56,6 +64,7 @@ struct Case {
   const char* layers_per_launch = "";  // --layers-per-launch (a wavefront stage; "" = planner's)
   bool held = false;                   // the plan must hold W in registers (the held_* cases)
   bool one_cluster = false;  // the plan must run the recurrence in clusters (the cluster_* cases)
+  bool held_upper = false;   // every upper layer of a launch must hold W_hh (wave_held_* cases)
 };
 
 const std::vector<Case>& cases() {
@@ -88,6 +97,14 @@ const std::vector<Case>& cases() {
 #if LSTM_TC_HAS_HELD_WEIGHTS  // W in registers at H ~ 1000: 32 k tiles a warp; 15-16 of 16
     {"held_H1024_B16_32_tiles", ProblemSize{1024, 64, 16, 3, 1}, "8,256,2,0", "", true},
     {"held_H1000_B8_zero_tiles", ProblemSize{1000, 64, 8, 3, 1}, "8,256,1,0", "", true},
+#endif
+#if LSTM_TC_HAS_HELD_WAVEFRONT  // upper layers holding W_hh, W_ih's chunk from shared memory
+    {"wave_held_L2_B64_groups4", ProblemSize{512, 512, 64, 5, 2}, "16,256,4,0", "2", false, false,
+     true},
+    {"wave_held_L3_odd_H_I", ProblemSize{100, 37, 10, 6, 3}, "8,256,0,0", "3", false, false, true},
+    {"wave_held_L4_B1", ProblemSize{64, 64, 1, 9, 4}, "8,256,0,0", "4", false, false, true},
+    {"wave_held_H1024_B4_two_k_slices", ProblemSize{1024, 1024, 4, 3, 2}, "8,256,1,0", "2", false,
+     false, true},
 #endif
 #if LSTM_TC_HAS_ONE_CLUSTER  // the planner's choice (the cases above without --plan run it too)
     {"cluster_H512_B8_sixteen_owners", ProblemSize{512, 512, 8, 6, 1}, "", "", false, true},
@@ -130,6 +147,19 @@ TEST_P(TensorCores, MatchesTheCpuReferenceWithinThePrecisionsBoundsAndRepeats) {
     EXPECT_TRUE(!c.one_cluster || plan.one_cluster) << c.label << ": not in clusters";
 #endif
   }
+#if LSTM_TC_HAS_HELD_WAVEFRONT
+  if (c.held_upper) {  // every upper layer of every launch holds W_hh
+    cudaDeviceProp prop{};
+    CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+    const NetworkPlan network = make_network_plan(
+        c.size, device_limits(prop), parse_plan_request(c.plan, std::stoi(c.layers_per_launch)));
+    ASSERT_TRUE(network.fits) << network.why;
+    for (const LayerLaunch& launch : network.launches)
+      for (std::size_t i = 1; i < launch.layers.size(); ++i)
+        EXPECT_GT(launch.layers[i].held_tiles, 0)
+            << c.label << ": W_hh not held" << network.describe();
+  }
+#endif
   LstmParams params = generate_params(c.size, 7);
   quantize_problem(stage->precision(), params);  // as run_stages does
   const std::string name = std::string(LSTM_STAGE_DISPLAY_NAME " ") + precision + " " + c.label;
@@ -225,7 +255,12 @@ TEST(TensorCoresWavefront, TheSplitIsChosenByItsEstimatedCost) {
     std::cout << "[ PLAN ] H=" << hidden << " B=" << batch << ":" << network.describe() << "\n";
     return std::make_pair(static_cast<int>(network.launches.size()), network.layers_per_launch());
   };
-#if LSTM_TC_HAS_HELD_WEIGHTS
+#if LSTM_TC_HAS_HELD_WAVEFRONT
+  // W_hh held in the wavefront's layers (forward 24; H100, results/h100-sxm/forward24_runs.txt,
+  // session 70, call 1): at the canonical config two launches of two, 1.208-1.219 ms, against
+  // 1.290-1.291 for one launch a layer and 1.829-1.859 for one launch of four.
+  EXPECT_EQ(layers_per_launch(512, 64), std::make_pair(2, 2));
+#elif LSTM_TC_HAS_HELD_WEIGHTS
   // W in registers (forward 23; H200, results/h200/harness_runs.jsonl, session 56, call 2): at the
   // canonical config one launch a layer, 1.250 ms, against 1.339 for two launches of two.
   EXPECT_EQ(layers_per_launch(512, 64), std::make_pair(4, 1));
@@ -299,6 +334,7 @@ TEST(TensorCoresHeldWeights, AWarpHoldsItsShareOfOneChunkUpTo32KTilesInBlocksOfA
   EXPECT_EQ(plan(ProblemSize{1000, 64, 32, 3, 1}, "16,256,2,0").held_tiles, 0) << "two chunks";
   EXPECT_EQ(plan(ProblemSize{1024, 64, 16, 3, 1}, "8,512,2,0").held_tiles, 0)
       << "512 threads: 128 registers a thread";
+#if !LSTM_TC_HAS_HELD_WAVEFRONT  // forward 24's wavefronts hold W_hh: its test below
   // A launch of several layers holds no W (the kernel is chosen by its first layer: stage.cu),
   // also where its plans could (H = 256: 256 threads, one chunk).
   for (const auto& [hidden, per_launch] : {std::pair{512, 4}, {256, 2}, {256, 0}}) {
@@ -313,8 +349,49 @@ TEST(TensorCoresHeldWeights, AWarpHoldsItsShareOfOneChunkUpTo32KTilesInBlocksOfA
           EXPECT_EQ(p.held_tiles, 0) << p.describe();
         }
   }
+#endif
 }
 #endif  // LSTM_TC_HAS_HELD_WEIGHTS
+#if LSTM_TC_HAS_HELD_WAVEFRONT
+// Which layers of a wavefront launch hold W_hh, and what an upper one keeps in shared memory, at
+// the H100's limits (host code).
+TEST(TensorCoresHeldWavefront, AnUpperLayerHoldsWhhAndKeepsOnlyWihInSharedMemory) {
+  const auto launch = [](const ProblemSize& size, const std::string& pinned, int layers) {
+    const NetworkPlan network =
+        make_network_plan(size, h100_limits(), parse_plan_request(pinned, layers));
+    EXPECT_TRUE(network.fits) << network.why;
+    std::cout << "[ PLAN ] " << size.describe() << " --plan " << pinned << ":" << network.describe()
+              << "\n";
+    return network.launches.front();
+  };
+  // The canonical config, two layers a launch: 16 blocks of 32 units a layer and batch group.
+  const LayerLaunch two = launch(ProblemSize{512, 512, 64, 100, 4}, "", 2);
+  ASSERT_EQ(two.layers.size(), 2u);
+  const Plan& bottom = two.layers[0];
+  const Plan& upper = two.layers[1];
+  EXPECT_EQ(bottom.blocks(), upper.blocks()) << "equal shares";
+  EXPECT_EQ(bottom.held_tiles, 32);
+  EXPECT_EQ(bottom.chunks, 1);
+  EXPECT_EQ(upper.held_tiles, 32);  // h_{t-1}'s 512 rows: 32 k tiles a warp
+  EXPECT_EQ(upper.chunks, 2);
+  EXPECT_EQ(upper.chunk_rows, 512);  // the layer below's h_t, then h_{t-1}
+  Plan without_w_ih = upper;
+  without_w_ih.chunks = 1;  // the same plan without the chunk multiplied from shared memory
+  EXPECT_EQ(upper.shared_bytes - shared_bytes_for(without_w_ih, 512), 128u * 512 * 2)
+      << "W_ih's 128 rows x 512 in shared memory, W_hh's none";
+  // H = 100: chunks of 112 rows, so the first holds h_{t-1}'s first 12 beside x; 88 rows held.
+  const LayerLaunch odd = launch(ProblemSize{100, 37, 10, 6, 3}, "8,256,0,0", 3);
+  EXPECT_EQ(odd.layers[2].chunk_rows, 112);
+  EXPECT_EQ(odd.layers[2].chunks, 2);
+  EXPECT_GT(odd.layers[2].held_tiles, 0);
+  // Batch slices and 512 threads keep W in shared memory (stage 23's rule), in proportional shares.
+  const LayerLaunch sliced = launch(ProblemSize{130, 50, 70, 5, 4}, "16,256,2,0", 4);
+  EXPECT_EQ(sliced.layers[1].held_tiles, 0);
+  EXPECT_GT(sliced.layers[1].blocks(), sliced.layers[0].blocks());
+  const LayerLaunch wide = launch(ProblemSize{512, 512, 64, 100, 4}, "0,512,0,0", 2);
+  EXPECT_EQ(wide.layers[1].held_tiles, 0);
+}
+#endif  // LSTM_TC_HAS_HELD_WAVEFRONT
 #endif  // LSTM_TC_HAS_WAVEFRONT
 
 #if LSTM_TC_HAS_ONE_CLUSTER
