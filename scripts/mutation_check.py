@@ -291,16 +291,6 @@ MUTATIONS = [
      "hold ? device.sm_count / g / count",
      "hold ? device.sm_count / g * (s.hidden + plan.input_rows) / total_k", "gpu",
      "forward_24_wavefront_with_weights_in_registers.TensorCoresHeld"),
-    # ---- issue 25: forward 25_input_product_a_step_ahead, an upper layer's first chunk a step
-    # ahead (the tests that catch it: its wave_held_* and wave_* cases and its same_outputs runs
-    # against forward 24, tests/CMakeLists.txt).
-    ("gpu", "forward 25 carries step t's sums into the step-ahead product of step t + 1",
-     "stages/forward/25_input_product_a_step_ahead/kernel.cuh",
-     "      start_step(t + 1);\n      multiply_chunk(t + 1, 0, false);",
-     "      issue_loads(t + 1, 0);\n      multiply_chunk(t + 1, 0, false);", "gpu"),
-    ("gpu", "forward 25 multiplies step t's first chunk again at the end of step t, not step t + 1's",
-     "stages/forward/25_input_product_a_step_ahead/kernel.cuh",
-     "multiply_chunk(t + 1, 0, false);", "multiply_chunk(t, 0, false);", "gpu"),
     ("cpu", "forward 23's planner holds W in a launch of several layers",
      "stages/forward/23_weights_in_registers/plan.cpp",
      "              lay_out(plan, s, device, false);", "              lay_out(plan, s, device, true);",
