@@ -92,8 +92,8 @@ __global__ void arrange_fragments(const float* w_ih, const float* w_hh, unsigned
 /// 23's kernel (a held layer's step is one chunk).
 /// Grid: the layers' blocks one after another, U x G per layer (block = first_block + u + U * g),
 /// plan.threads threads. Dynamic shared memory, K = input_rows + H:
-/// w [k tile of K][row tile][lane] uint4 (A fragments; where held, the chunks' before the last)
-/// | h [2][chunk_rows / 2]
+/// w [k tile of K][row tile][lane] uint4 (A fragments; where held, only those of the chunks
+/// before the last) | h [2][chunk_rows / 2]
 /// [h_stride] 32-bit words (two k of one column) | partial sums [k_slices][rows][mma_batch] |
 /// input parts [J][Bp][4] (the launch's first layer only) | c [J][Bp] | biases [J][4].
 ///
