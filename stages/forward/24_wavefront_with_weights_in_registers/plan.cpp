@@ -44,6 +44,11 @@ int bank_free_stride(int columns) {
   return stride;
 }
 
+/// A warp's share of k tiles held in registers, rounded up to a held kernel's: 8, 16 or 32.
+int held_tiles_for(int share) {
+  return share <= 8 ? 8 : share <= 16 ? 16 : kHeldTiles;
+}
+
 /// An upper layer of a wavefront that holds W_hh: [h^{l-1}_t ; h^l_{t-1}] staged as chunks of
 /// H rows (padded to 16), the layer below's h_t first, multiplied by W_ih's fragments from shared
 /// memory, h_{t-1} last, by W_hh's from the warps' registers. False where that does not fit.
@@ -53,7 +58,7 @@ bool hold_w_hh(Plan& plan, const ProblemSize& s, const DeviceLimits& device, int
   plan.chunks = ceil_div(K, plan.chunk_rows);
   const int share = ceil_div(ceil_div(K - (plan.chunks - 1) * plan.chunk_rows, kMmaK),
                              plan.k_slices);  // a warp's k tiles of the last chunk
-  plan.held_tiles = share <= 8 ? 8 : share <= 16 ? 16 : kHeldTiles;
+  plan.held_tiles = held_tiles_for(share);
   plan.shared_bytes = shared_bytes_for(plan, s.hidden);
   if (plan.slices == 1 && plan.threads <= kHeldThreads && share <= kHeldTiles &&
       plan.chunk_rows <= by_registers && plan.shared_bytes <= device.shared_bytes)
@@ -110,7 +115,7 @@ void lay_out(Plan& plan, const ProblemSize& s, const DeviceLimits& device, bool 
   const int share = ceil_div(ceil_div(K, kMmaK), plan.k_slices);
   if (may_hold && plan.input_rows == 0 && plan.slices == 1 && plan.threads <= kHeldThreads &&
       plan.chunks == 1 && share <= kHeldTiles)
-    plan.held_tiles = share <= 8 ? 8 : share <= 16 ? 16 : kHeldTiles;
+    plan.held_tiles = held_tiles_for(share);
   plan.shared_bytes = shared_bytes_for(plan, H);
   if (plan.shared_bytes > device.shared_bytes) {  // cannot happen after the sizing above
     plan.why = "shared memory";
