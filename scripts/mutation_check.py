@@ -291,6 +291,15 @@ MUTATIONS = [
      "hold ? device.sm_count / g / count",
      "hold ? device.sm_count / g * (s.hidden + plan.input_rows) / total_k", "gpu",
      "forward_24_wavefront_with_weights_in_registers.TensorCoresHeld"),
+    # ---- forward 27_two_accumulator_chains, two accumulator sets a warp (its GPU cases, the
+    # tensor-core suite's, tests/test_tensor_cores_gpu.cpp, catch them).
+    ("gpu", "forward 27 never adds the odd k tiles' accumulators",
+     "stages/forward/27_two_accumulator_chains/kernel.cuh",
+     "          acc[n][j] += acc_odd[n][j];", "          acc[n][j] += 0.0f * acc_odd[n][j];", "gpu"),
+    ("gpu", "forward 27 skips the odd k tiles of W in shared memory",
+     "stages/forward/27_two_accumulator_chains/kernel.cuh",
+     "          if (step + 1 < count) {  // the next k tile, onto the other set",
+     "          if (false) {  // the next k tile, onto the other set", "gpu"),
     ("cpu", "forward 23's planner holds W in a launch of several layers",
      "stages/forward/23_weights_in_registers/plan.cpp",
      "              lay_out(plan, s, device, false);", "              lay_out(plan, s, device, true);",
