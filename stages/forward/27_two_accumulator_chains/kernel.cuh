@@ -250,8 +250,9 @@ __global__ void __launch_bounds__(kHeld > 0 ? kHeldThreads : kMaxThreads, 1)
         if (idx < n4) staged[r] = load_relaxed(source + idx);  // all in flight at once
       }
     };
-    // The warp's mma accumulators (C/D fragments), two sets: even k tiles add onto acc, odd ones
-    // onto acc_odd, so that each mma waits for the one two tiles back, not for the one before.
+    // The warp's mma accumulators (C/D fragments), two sets where W is held: even held k tiles
+    // add onto acc, odd ones onto acc_odd, so that an mma waits for the one two tiles back, not
+    // for the one before (tiles from shared memory, whose loads pace them, all onto acc).
     float acc[kTiles][4] = {}, acc_odd[kTiles][4] = {};
     issue_loads(0);
     for (int chunk = 0; chunk < a.chunks; ++chunk) {
@@ -293,22 +294,14 @@ __global__ void __launch_bounds__(kHeld > 0 ? kHeldThreads : kMaxThreads, 1)
           }
           continue;  // the next chunk
         }
-#pragma unroll 2
-        for (int step = 0; step < count; step += 2, w_fragment += 2 * row_tiles * kWarpSize,
-                 h_fragment += kMmaK * S) {
+#pragma unroll 4
+        for (int step = 0; step < count;
+             ++step, w_fragment += row_tiles * kWarpSize, h_fragment += kMmaK / 2 * S) {
           const uint4 w = *w_fragment;
 #pragma unroll
           for (int n = 0; n < kTiles; ++n)
             mma_16x8x16<Element>(acc[n], w, h_fragment[n * kMmaColumns],
                                  h_fragment[4 * S + n * kMmaColumns]);
-          if (step + 1 < count) {  // the next k tile, onto the other set
-            const uint4 w_next = w_fragment[row_tiles * kWarpSize];
-            const unsigned* h_next = h_fragment + kMmaK / 2 * S;
-#pragma unroll
-            for (int n = 0; n < kTiles; ++n)
-              mma_16x8x16<Element>(acc_odd[n], w_next, h_next[n * kMmaColumns],
-                                   h_next[4 * S + n * kMmaColumns]);
-          }
         }
       }
     }
@@ -320,7 +313,7 @@ __global__ void __launch_bounds__(kHeld > 0 ? kHeldThreads : kMaxThreads, 1)
 #pragma unroll
       for (int n = 0; n < kTiles; ++n) {
 #pragma unroll
-        for (int j = 0; j < 4; ++j)
+        for (int j = 0; j < 4 && kHeld > 0; ++j)
           acc[n][j] += acc_odd[n][j];
         float* out = sums_s + (k_slice * rows_mma + row_tile * kMmaRows + group_id) * Bn +
                      batch_tile * kTileBatch + n * kMmaColumns + 2 * in_group;
