@@ -7,7 +7,7 @@
  *         are read by gate row; since stage 23 each warp holds its fragments in registers
  *         where the plan says so. New in stage 24: the held fragments are those of a step's last
  *         chunk, h_{t-1}'s, so that a wavefront's upper layer holds W_hh and multiplies the
- *         layer below's h_t by W_ih from shared memory first. New in stage 27: a warp's k tiles
+ *         layer below's h_t by W_ih from shared memory first. New in stage 27: a warp's held k tiles
  *         accumulate onto two sets of accumulators, even tiles and odd ones (README.md).
  */
 #pragma once
@@ -289,8 +289,8 @@ __global__ void __launch_bounds__(kHeld > 0 ? kHeldThreads : kMaxThreads, 1)
             const unsigned* h = h_fragment + max(0, min(i, count - 1)) * (kMmaK / 2 * S);
 #pragma unroll
             for (int n = 0; n < kTiles; ++n)
-              mma_16x8x16<Element>(i % 2 == 0 ? acc[n] : acc_odd[n], w_held[i], h[n * kMmaColumns],
-                                   h[4 * S + n * kMmaColumns]);
+              mma_16x8x16<Element>(i % 2 == 0 ? acc[n] : acc_odd[n], w_held[i],
+                                   h[n * kMmaColumns], h[4 * S + n * kMmaColumns]);
           }
           continue;  // the next chunk
         }

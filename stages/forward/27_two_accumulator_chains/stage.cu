@@ -1,10 +1,11 @@
 /*! \file
- *  \brief Stage 27: each warp's mma accumulate onto two sets of accumulators, even k tiles onto
- *         one and odd ones onto the other, so that an mma need not wait for the one before it.
+ *  \brief Stage 27: a warp's mma over held fragments accumulate onto two sets of accumulators,
+ *         even k tiles onto one and odd ones onto the other, so that an mma need not wait for
+ *         the one before it.
  *
  * What this stage changes (from 24_wavefront_with_weights_in_registers): kernel.cuh only, the
- * product's two loops (held fragments, and fragments from shared memory) and the two sets'
- * sum before the partial tile is stored. Host code here is stage 24's.
+ * loop over held fragments and the two sets' sum before the partial tile is stored. Host code
+ * here is stage 24's, and so are the plans.
  *
  * The lesson, the prediction and the measurement: README.md beside this file. Host code here;
  * the kernel in kernel.cuh.
