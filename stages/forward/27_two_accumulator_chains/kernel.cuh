@@ -312,9 +312,11 @@ __global__ void __launch_bounds__(kHeld > 0 ? kHeldThreads : kMaxThreads, 1)
     if (computes) {
 #pragma unroll
       for (int n = 0; n < kTiles; ++n) {
+        if constexpr (kHeld > 0) {
 #pragma unroll
-        for (int j = 0; j < 4 && kHeld > 0; ++j)
-          acc[n][j] += acc_odd[n][j];
+          for (int j = 0; j < 4; ++j)
+            acc[n][j] += acc_odd[n][j];
+        }
         float* out = sums_s + (k_slice * rows_mma + row_tile * kMmaRows + group_id) * Bn +
                      batch_tile * kTileBatch + n * kMmaColumns + 2 * in_group;
         *reinterpret_cast<float2*>(out) = make_float2(acc[n][0], acc[n][1]);
