@@ -10,8 +10,8 @@ the GPU. Host code is not compared.
 
 usage: scripts/compare_kernels.py STAGE_A STAGE_B [--rename REGEX REPLACEMENT] [--arch N]
                                   [--nvcc PATH]
-  STAGE_A, STAGE_B   stage folders as scripts/lesson_diff.sh names them: forward/27, training/45,
-                     or stages/forward/27_two_accumulator_chains
+  STAGE_A, STAGE_B   stages as scripts/lesson_diff.sh names them (it finds their folders): 27,
+                     t45, forward/27, training/45, stages/forward/27_two_accumulator_chains
   --rename R S       rewrite STAGE_B's demangled kernel names with Python's re.sub(R, S) before
                      matching (a template parameter the second stage added:
                      --rename ', false>\\(' '>(' )
@@ -35,17 +35,13 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def stage_folder(name):
-    """The folder of a stage named as lesson_diff.sh names it; exits 2 where there is none."""
-    path = Path(name)
-    if (ROOT / path / "stage.cu").is_file():
-        return ROOT / path
-    match = re.fullmatch(r"(?:stages/)?(\w+)/(\d\d)\w*", name)
-    found = sorted((ROOT / "stages" / match.group(1)).glob(match.group(2) + "_*")) if match else []
-    if len(found) != 1 or not (found[0] / "stage.cu").is_file():
-        print(f"compare_kernels: no stage {name!r} with a stage.cu (e.g. forward/27)",
-              file=sys.stderr)
+    """The folder of a stage, found by lesson_diff.sh's naming; exits 2 where there is none."""
+    found = subprocess.run(["bash", str(ROOT / "scripts" / "lesson_diff.sh"), "--folder", name],
+                           capture_output=True, text=True)
+    if found.returncode != 0:
+        print(f"compare_kernels: {found.stderr.strip()}", file=sys.stderr)
         sys.exit(2)
-    return found[0]
+    return ROOT / found.stdout.strip()
 
 
 def text_sections(cubin):
@@ -53,7 +49,8 @@ def text_sections(cubin):
     data = cubin.read_bytes()
     shoff = struct.unpack_from("<Q", data, 0x28)[0]
     entry_size, count, names_index = struct.unpack_from("<HHH", data, 0x3A)
-    headers = [struct.unpack_from("<IIQQQQIIQQ", data, shoff + i * entry_size) for i in range(count)]
+    headers = [struct.unpack_from("<IIQQQQIIQQ", data, shoff + i * entry_size)
+               for i in range(count)]
     names_at = headers[names_index][4]
     sections = {}
     for name_offset, _, _, _, offset, size, *_ in headers:
@@ -72,7 +69,7 @@ def kernels(folder, arch, nvcc, work):
                f"--generate-code=arch=compute_{arch},code=sm_{arch}", "-x", "cu", "--cubin",
                str(folder / "stage.cu"), "-o", str(cubin)]
     if subprocess.run(command).returncode != 0:
-        print(f"compare_kernels: nvcc failed on {folder.relative_to(ROOT)}")
+        print(f"compare_kernels: nvcc failed on {folder.relative_to(ROOT)}", file=sys.stderr)
         sys.exit(1)
     sections = text_sections(cubin)
     mangled = list(sections)

@@ -5,6 +5,7 @@
 # usage: scripts/lesson_diff.sh STAGE [--stat]   STAGE against its parent: the lesson
 #        scripts/lesson_diff.sh A B [--stat]     any two stages, B against A, file by file
 #        scripts/lesson_diff.sh --table [--write | --check]
+#        scripts/lesson_diff.sh --folder STAGE   print the stage's folder (for other scripts)
 #   STAGE, A, B  a stage, as a folder (stages/forward/06_cuda_graph), a name
 #                (forward/06_cuda_graph), a series and a number (forward/06, training/06), a
 #                number in the forward series (06, or f06) or t and a number in the training
@@ -33,7 +34,7 @@ fail() {
   echo "lesson_diff: $*" >&2
   exit 2
 }
-stat_only=0 table=0 write=0 check=0
+stat_only=0 table=0 write=0 check=0 folder=0
 names=()
 for arg in "$@"; do
   case $arg in
@@ -41,12 +42,16 @@ for arg in "$@"; do
     --table) table=1 ;;
     --write) write=1 ;;
     --check) check=1 ;;
+    --folder) folder=1 ;;
     -h | --help) usage; exit 0 ;;
     -*) usage_error "unknown option $arg" ;;
     *) names+=("$arg") ;;
   esac
 done
-if ((table)); then
+if ((folder)); then
+  ((${#names[@]} == 1 && !stat_only && !table && !write && !check)) ||
+    usage_error "--folder takes one stage and no other option"
+elif ((table)); then
   ((${#names[@]} == 0 && !stat_only && !(write && check))) ||
     usage_error "--table takes no stage and no --stat, and at most one of --write, --check"
 elif ((write || check)); then
@@ -256,6 +261,10 @@ if ((table)); then
   exit 0
 fi
 
+if ((folder)); then
+  resolve "${names[0]}"
+  exit 0
+fi
 if ((${#names[@]} == 2)); then
   a=$(resolve "${names[0]}")
   b=$(resolve "${names[1]}")

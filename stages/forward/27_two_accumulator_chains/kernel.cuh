@@ -7,8 +7,8 @@
  *         are read by gate row; since stage 23 each warp holds its fragments in registers
  *         where the plan says so. New in stage 24: the held fragments are those of a step's last
  *         chunk, h_{t-1}'s, so that a wavefront's upper layer holds W_hh and multiplies the
- *         layer below's h_t by W_ih from shared memory first. New in stage 27: a warp's held k tiles
- *         accumulate onto two sets of accumulators, even tiles and odd ones (README.md).
+ *         layer below's h_t by W_ih from shared memory first. New in stage 27: a warp's held k
+ *         tiles accumulate onto two sets of accumulators, even tiles and odd ones (README.md).
  */
 #pragma once
 
