@@ -366,6 +366,14 @@ MUTATIONS = [
      "stages/training/45_cell_update_a_thread_a_gate/plan.cpp",
      "J * plan.group_batch * kGates <= plan.threads;", "J * plan.group_batch <= plan.threads;",
      "gpu", r"training_45_cell_update_a_thread_a_gate\.TrainingTensorCoresByGate"),
+    # ---- issue 24: training 51_two_accumulator_chains, two accumulator sets a warp in the
+    # forward where W is held (the tensor-core training suite's held cases catch them).
+    ("gpu", "training 51 never adds the odd k tiles' accumulators",
+     "stages/training/51_two_accumulator_chains/kernel.cuh",
+     "            acc[n][j] += acc_odd[n][j];", "            acc[n][j] += 0.0f * acc_odd[n][j];", "gpu"),
+    ("gpu", "training 51 adds the odd k tiles' accumulators twice",
+     "stages/training/51_two_accumulator_chains/kernel.cuh",
+     "            acc[n][j] += acc_odd[n][j];", "            acc[n][j] += 2.0f * acc_odd[n][j];", "gpu"),
     # ---- issue 23: training 25_graphs_of_a_pass, the pass as two CUDA graphs
     # (the test that catches it: gpu_tests' AllStages/StageReadsTheTensorsOfEachPass).
     ("gpu", "training 25 records its forward graph once, never again for other tensors",
