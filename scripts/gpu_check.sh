@@ -76,6 +76,8 @@ for step in $steps; do
   [[ " $all_steps " == *" $step "* ]] || usage_error "unknown step '$step' (steps: ${all_steps// /, })"
 done
 [ -n "${steps// /}" ] || usage_error "--steps names no step (steps: ${all_steps// /, })"
+# selected EXE: the stage executable EXE is one --stages asks for (every stage without it)
+selected() { [ -z "$stage_regex" ] || grep -Eq -- "$stage_regex" <<<"$1"; }
 if [ -n "$stage_regex" ]; then
   # grep exits 2 on a malformed expression (1 only means no match)
   echo | grep -Eq -- "$stage_regex" 2>/dev/null
@@ -168,8 +170,7 @@ targets=()
 if ! wants tests && ! wants baselines && ! wants bench && [ -f "$build/stages.txt" ]; then
   targets=(lstm_gpu_info)
   while read -r exe _; do
-    [ -n "$exe" ] && { [ -z "$stage_regex" ] || grep -Eq -- "$stage_regex" <<<"$exe"; } &&
-      targets+=("$exe")
+    [ -n "$exe" ] && selected "$exe" && targets+=("$exe")
   done <"$build/stages.txt"
   echo "gpu_check: building only lstm_gpu_info and the $((${#targets[@]} - 1)) stage(s) the steps run"
 fi
@@ -225,7 +226,7 @@ declare -A variants=()  # a stage's precisions beyond its default (bf16), from t
 if wants stages || wants sanitizers; then
   while read -r exe more; do
     [ -n "$exe" ] || continue
-    [ -z "$stage_regex" ] || grep -Eq -- "$stage_regex" <<<"$exe" || continue
+    selected "$exe" || continue
     if [ ! -x "$build/bin/$exe" ]; then
       summary+=("FAILED  $exe: registered but not built")
       failures+=("$exe")
