@@ -519,7 +519,7 @@ def figure_fp32_fraction(res):
     runs, peak = canonical(res, "forward"), peak.med("tflops")
     fp32 = [r for r in runs if r.precision == "fp32" and is_stage(r.impl) and not r.error]
     shown = fp32 + [r for _, r, _ in references(runs, fp32)]
-    fig = new_figure(res, runs, f"Share of the measured FP32 FMA rate ({peak:.1f} TFLOP/s) at the "
+    fig = new_figure(res, shown, f"Share of the measured FP32 FMA rate ({peak:.1f} TFLOP/s) at the "
                      f"canonical config ({shape_label(runs[0])})", (13, 5.4))
     ax, shares = fig.subplots(), [r.span("tflops") for r in shown]
     bar_panel(ax, shown, [[100 * v / peak for v in s] for s in shares],
