@@ -11,9 +11,9 @@ odd test shapes, and PERSIST_STATIC for some FP16 cases), so this is what most u
 get.
 
   --precision fp16|bf16 ("pytorch_fp16", "pytorch_bf16_training", ...): the model and the data in
-      that dtype (FP32 accumulation; FP16 on cuDNN's tensor-op math, BF16 on its default math, as
-      PyTorch's defaults give: with torch.backends.cudnn.allow_tf32 off PyTorch would run BF16 on
-      FMA math, which the records of results/ before 2026-12-05 did). Every input is first
+      that dtype (FP32 accumulation; torch.backends.cudnn.allow_tf32 left on for BF16, PyTorch's
+      default; at the canonical config both 16-bit dtypes run tensor-core GEMMs whether it is on or
+      off: results/h100-sxm/session75_runs.txt, calls 2 and 3). Every input is first
       rounded to the precision (nearest, ties to even), as the C++ harness does; to be checked, the
       loaded data must already be those values and the reference theirs: make the folder with
       lstm_reference --precision fp16 [--training] --save-inputs DIR --dump DIR. The bounds are
@@ -750,9 +750,8 @@ def run(args: argparse.Namespace) -> int:
         return 0
 
     torch.backends.cuda.matmul.allow_tf32 = False  # FP32 means FP32: no TF32 in the GEMMs
-    # PyTorch's cuDNN RNN takes FP16 to tensor-op math and every other dtype, BF16 included, to FMA
-    # math when this is off: off for FP32 (no TF32), left on (PyTorch's default) for BF16 so that
-    # it gets cuDNN's default math, as a user's BF16 nn.LSTM does. A BF16 run has no FP32 cuDNN op.
+    # Off for FP32 (no TF32); left on (PyTorch's default) for BF16, as a user's BF16 nn.LSTM has
+    # it. A BF16 run has no FP32 cuDNN op; its GEMMs are BF16 tensor-core ones either way (above).
     torch.backends.cudnn.allow_tf32 = args.precision == "bf16"
     device = torch.device("cuda")
     dtype = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}[args.precision]
