@@ -374,6 +374,21 @@ MUTATIONS = [
     ("gpu", "training 51 adds the odd k tiles' accumulators twice",
      "stages/training/51_two_accumulator_chains/kernel.cuh",
      "            acc[n][j] += acc_odd[n][j];", "            acc[n][j] += 2.0f * acc_odd[n][j];", "gpu"),
+    # ---- issue 24: training 52_large_weight_gradients_in_one_chunk, its rule of chunks (the CPU
+    # cases of its GPU test binary catch them; the one_chunk_* cases on the GPU too).
+    ("cpu", "training 52's rule takes chunks of exactly 1 024 columns for narrow ones",
+     "stages/training/52_large_weight_gradients_in_one_chunk/plan.cpp",
+     "steps * s.batch < kNarrowChunkColumns;", "steps * s.batch <= kNarrowChunkColumns;", "gpu",
+     r"training_52_large_weight_gradients_in_one_chunk\.TrainingTensorCoresTrailing"),
+    ("cpu", "training 52's rule takes a dW of 2 MiB for a large one",
+     "stages/training/52_large_weight_gradients_in_one_chunk/plan.cpp",
+     "dw_hh_bytes >= kOneChunkWeightBytes &&", "dw_hh_bytes >= kOneChunkWeightBytes / 8 &&",
+     "gpu",
+     r"training_52_large_weight_gradients_in_one_chunk\.TrainingTensorCoresTrailing"),
+    ("cpu", "training 52 trails the gradients in chunks wherever there is room, as stage 51",
+     "stages/training/52_large_weight_gradients_in_one_chunk/plan.cpp",
+     "  const bool rewrites =\n", "  const bool rewrites = false &&\n", "gpu",
+     r"training_52_large_weight_gradients_in_one_chunk\.TrainingTensorCoresTrailing"),
     # ---- issue 23: training 25_graphs_of_a_pass, the pass as two CUDA graphs
     # (the test that catches it: gpu_tests' AllStages/StageReadsTheTensorsOfEachPass).
     ("gpu", "training 25 records its forward graph once, never again for other tensors",

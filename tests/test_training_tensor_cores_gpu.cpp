@@ -30,7 +30,9 @@
 // 43 (LSTM_TC_HAS_TRAILING_GRADIENTS: the gradients of each chunk of steps trailing the
 // recurrence) a block past H that counts no pair, and the planner's choice of chunks; in stage 45
 // (LSTM_TC_HAS_CELL_BY_GATE: the forward's cell update a thread a gate) by_gate_* cases with
-// padding columns, units past H and a last group of fewer rows, and the planner's choice. The
+// padding columns, units past H and a last group of fewer rows, and the planner's choice; in stage
+// 52 (LSTM_TC_HAS_ONE_CHUNK_FOR_LARGE_DW: one chunk where trailing chunks would rewrite a large dW)
+// one_chunk_* cases at H = 1024 over one and two layers, and the rule (on the CPU). The
 // data are rounded to the precision first, as the harness does (core/quantize.h); each case is
 // checked against the FP64 reference on every output and gradient with the precision's bounds,
 // must repeat bit for bit, and prints its measured errors ([ MEASURED ]). Also: a pass with other
@@ -70,6 +72,9 @@
 #endif
 #ifndef LSTM_TC_HAS_TRAILING_GRADIENTS
 #define LSTM_TC_HAS_TRAILING_GRADIENTS 0
+#endif
+#ifndef LSTM_TC_HAS_ONE_CHUNK_FOR_LARGE_DW
+#define LSTM_TC_HAS_ONE_CHUNK_FOR_LARGE_DW 0
 #endif
 #ifndef LSTM_TC_HAS_CELL_BY_GATE
 #define LSTM_TC_HAS_CELL_BY_GATE 0
@@ -189,6 +194,12 @@ const std::vector<Case>& cases() {
     // starting past H = 133 (it counts no pair), three chunks of three steps, two layers.
     {"trailing_blocks_past_H_L2", ProblemSize{133, 20, 5, 9, 2}, "0,0,0,0,1,0,0,2", 0, 0, 2, 0,
      false, 3},
+#endif
+#if LSTM_TC_HAS_ONE_CHUNK_FOR_LARGE_DW
+    // One chunk after the recurrence (dW_hh 16 MiB, chunks of 4 and 2 columns), the backward over
+    // four clusters of 16; two layers.
+    {"one_chunk_H1024_B4", ProblemSize{1024, 64, 4, 3, 1}, "", 0, 0, 16, 0, false, 3},
+    {"one_chunk_H1024_B2_L2", ProblemSize{1024, 64, 2, 3, 2}, "", 0, 0, 16, 0, false, 3},
 #endif
 #if LSTM_TC_HAS_CELL_BY_GATE
     // The cell update a thread a gate (the planner's by_gate, shown on the CPU below): three rows
@@ -457,9 +468,32 @@ TEST(TrainingTensorCoresTrailing, ChunksWhereTheRecurrenceLeavesAQuarterOfTheSms
     return trailing_chunk_steps(s, plan.backward, h100.sm_count);
   };
   EXPECT_EQ(steps(512, 1, 100), 25);
-  EXPECT_EQ(steps(1024, 4, 100), 25);
+  EXPECT_EQ(steps(1024, 4, 100), LSTM_TC_HAS_ONE_CHUNK_FOR_LARGE_DW ? 100 : 25);  // stage 52: below
   EXPECT_EQ(steps(512, 1, 7), 2);  // chunks of 2, 2, 2 and 1 steps
   EXPECT_EQ(steps(512, 1, 1), 1);
+  EXPECT_EQ(steps(1024, 16, 100), 100);
+}
+#endif
+
+#if LSTM_TC_HAS_ONE_CHUNK_FOR_LARGE_DW
+// Stage 52's rule (on the CPU, the H100's limits): one chunk after the recurrence where dW_hh is
+// 16 MiB or more (H = 1024) and a chunk's GEMMs would have fewer than 1 024 columns; four chunks
+// where dW is smaller (H = 768: 9 MiB; H = 512) or the chunks wide enough (T = 1024 at B = 4:
+// 256 steps x 4 rows); one, as before, where the recurrence leaves no room (H = 1024, B = 16).
+TEST(TrainingTensorCoresTrailing, OneChunkWhereNarrowChunksWouldRewriteALargeDw) {
+  const DeviceLimits h100 = testing::h100_limits<DeviceLimits>();
+  const auto steps = [&](int hidden, int batch, int seq_len) {
+    const ProblemSize s{hidden, hidden, batch, seq_len, 1};
+    const Plan plan = make_plan(s, h100);
+    EXPECT_TRUE(plan.fits) << plan.why;
+    return trailing_chunk_steps(s, plan.backward, h100.sm_count);
+  };
+  for (int batch : {1, 2, 4, 8}) EXPECT_EQ(steps(1024, batch, 100), 100) << "B = " << batch;
+  EXPECT_EQ(steps(1024, 4, 1000), 1000);  // chunks of 250 x 4 = 1 000 columns: narrow
+  EXPECT_EQ(steps(1024, 4, 1024), 256);   // 256 x 4 = 1 024: not
+  EXPECT_EQ(steps(768, 4, 100), 25);
+  EXPECT_EQ(steps(768, 16, 100), 25);
+  EXPECT_EQ(steps(512, 16, 100), 25);
   EXPECT_EQ(steps(1024, 16, 100), 100);
 }
 #endif
