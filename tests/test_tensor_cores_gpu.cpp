@@ -256,8 +256,9 @@ TEST(TensorCoresWavefront, TheSplitIsChosenByItsEstimatedCost) {
     return std::make_pair(static_cast<int>(network.launches.size()), network.layers_per_launch());
   };
 #if LSTM_TC_HAS_HELD_WAVEFRONT
-  // W_hh held in the wavefront's layers (forward 24; H100, results/h100-sxm/forward24_runs.txt,
-  // session 70, call 1): at the canonical config two launches of two, 1.208-1.219 ms, against
+  // W_hh held in the wavefront's layers (forward 24; H100, session 70, call 1, in
+  // `git show bdbcccd:results/h100-sxm/forward24_runs.txt`): at the canonical config two launches
+  // of two, 1.208-1.219 ms, against
   // 1.290-1.291 for one launch a layer and 1.829-1.859 for one launch of four.
   EXPECT_EQ(layers_per_launch(512, 64), std::make_pair(2, 2));
 #elif LSTM_TC_HAS_HELD_WEIGHTS
