@@ -455,23 +455,27 @@ TEST(TrainingTensorCoresByGate, TheCellUpdateAThreadAGateWhereTheGatesFit) {
 #endif
 
 #if LSTM_TC_HAS_TRAILING_GRADIENTS
+/// The steps of a chunk the gradients trail the recurrence in, for the planner's plan of one layer
+/// (I = H) at the H100's limits.
+int trailing_steps(int hidden, int batch, int seq_len) {
+  const DeviceLimits h100 = testing::h100_limits<DeviceLimits>();
+  const ProblemSize s{hidden, hidden, batch, seq_len, 1};
+  const Plan plan = make_plan(s, h100);
+  EXPECT_TRUE(plan.fits) << plan.why;
+  return trailing_chunk_steps(s, plan.backward, h100.sm_count);
+}
+
 // The chunks the gradients trail the recurrence in (on the CPU, the H100's limits): four where
 // the backward's blocks leave a quarter of the SMs (one cluster of 16 at H = 512, B = 1; four at
 // H = 1024, B = 4), fewer where T is shorter; one, after the recurrence, where its pairs of
 // blocks take 128 SMs (H = 1024, B = 16).
 TEST(TrainingTensorCoresTrailing, ChunksWhereTheRecurrenceLeavesAQuarterOfTheSms) {
-  const DeviceLimits h100 = testing::h100_limits<DeviceLimits>();
-  const auto steps = [&](int hidden, int batch, int seq_len) {
-    const ProblemSize s{hidden, hidden, batch, seq_len, 1};
-    const Plan plan = make_plan(s, h100);
-    EXPECT_TRUE(plan.fits) << plan.why;
-    return trailing_chunk_steps(s, plan.backward, h100.sm_count);
-  };
-  EXPECT_EQ(steps(512, 1, 100), 25);
-  EXPECT_EQ(steps(1024, 4, 100), LSTM_TC_HAS_ONE_CHUNK_FOR_LARGE_DW ? 100 : 25);  // stage 52: below
-  EXPECT_EQ(steps(512, 1, 7), 2);  // chunks of 2, 2, 2 and 1 steps
-  EXPECT_EQ(steps(512, 1, 1), 1);
-  EXPECT_EQ(steps(1024, 16, 100), 100);
+  EXPECT_EQ(trailing_steps(512, 1, 100), 25);
+  // Stage 52 takes one chunk there (its rule below).
+  EXPECT_EQ(trailing_steps(1024, 4, 100), LSTM_TC_HAS_ONE_CHUNK_FOR_LARGE_DW ? 100 : 25);
+  EXPECT_EQ(trailing_steps(512, 1, 7), 2);  // chunks of 2, 2, 2 and 1 steps
+  EXPECT_EQ(trailing_steps(512, 1, 1), 1);
+  EXPECT_EQ(trailing_steps(1024, 16, 100), 100);
 }
 #endif
 
@@ -481,20 +485,14 @@ TEST(TrainingTensorCoresTrailing, ChunksWhereTheRecurrenceLeavesAQuarterOfTheSms
 // where dW is smaller (H = 768: 9 MiB; H = 512) or the chunks wide enough (T = 1024 at B = 4:
 // 256 steps x 4 rows); one, as before, where the recurrence leaves no room (H = 1024, B = 16).
 TEST(TrainingTensorCoresTrailing, OneChunkWhereNarrowChunksWouldRewriteALargeDw) {
-  const DeviceLimits h100 = testing::h100_limits<DeviceLimits>();
-  const auto steps = [&](int hidden, int batch, int seq_len) {
-    const ProblemSize s{hidden, hidden, batch, seq_len, 1};
-    const Plan plan = make_plan(s, h100);
-    EXPECT_TRUE(plan.fits) << plan.why;
-    return trailing_chunk_steps(s, plan.backward, h100.sm_count);
-  };
-  for (int batch : {1, 2, 4, 8}) EXPECT_EQ(steps(1024, batch, 100), 100) << "B = " << batch;
-  EXPECT_EQ(steps(1024, 4, 1000), 1000);  // chunks of 250 x 4 = 1 000 columns: narrow
-  EXPECT_EQ(steps(1024, 4, 1024), 256);   // 256 x 4 = 1 024: not
-  EXPECT_EQ(steps(768, 4, 100), 25);
-  EXPECT_EQ(steps(768, 16, 100), 25);
-  EXPECT_EQ(steps(512, 16, 100), 25);
-  EXPECT_EQ(steps(1024, 16, 100), 100);
+  for (int batch : {1, 2, 4, 8})
+    EXPECT_EQ(trailing_steps(1024, batch, 100), 100) << "B = " << batch;
+  EXPECT_EQ(trailing_steps(1024, 4, 1000), 1000);  // chunks of 250 x 4 = 1 000 columns: narrow
+  EXPECT_EQ(trailing_steps(1024, 4, 1024), 256);   // 256 x 4 = 1 024: not
+  EXPECT_EQ(trailing_steps(768, 4, 100), 25);
+  EXPECT_EQ(trailing_steps(768, 16, 100), 25);
+  EXPECT_EQ(trailing_steps(512, 16, 100), 25);
+  EXPECT_EQ(trailing_steps(1024, 16, 100), 100);
 }
 #endif
 
