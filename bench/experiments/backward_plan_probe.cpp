@@ -4,9 +4,9 @@
 // run from the repository root:
 //   S=stages/training/52_large_weight_gradients_in_one_chunk
 //   g++ -std=c++17 -DLSTM_STAGE_NAMESPACE=stage_training_52_large_weight_gradients_in_one_chunk \
-//     -I$S -Icommon -Itests -I.deps/root/usr/include bench/experiments/backward_plan_probe.cpp \
-//     $S/plan.cpp common/core/problem_size.cpp common/core/kind_and_precision.cpp -o probe &&
-//     ./probe
+//     -I$S -Icommon -Itests bench/experiments/backward_plan_probe.cpp $S/plan.cpp \
+//     common/core/problem_size.cpp common/core/kind_and_precision.cpp -o probe
+//   ./probe
 #include <cstdio>
 
 #include "h100_limits.h"

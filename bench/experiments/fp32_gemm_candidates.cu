@@ -1,9 +1,10 @@
 // Issue 23: are there faster FP32 algorithms than cuBLAS's default choice for the FP32 training
-// pass's four GEMMs? For each shape (as training 13 calls them at H = I, T = 100): cublasSgemm's
-// time, then every candidate cublasLtMatmulAlgoGetHeuristic offers (up to 32, FP32 compute, 32 MiB
-// of workspace), each timed (median of 20 after 3 warm-ups), with its largest error against an FP64
-// product at 256 sampled entries; argv[1] picks the shapes by a part of their name. Build: nvcc -O2
-// -std=c++17 -arch=sm_90 fp32_gemm_candidates.cu -lcublasLt -lcublas
+// pass's GEMMs? For each shape (training 13's four at H = 1024 and 512, training 04's five at
+// H = 2048, B = 64; T = 100, I = H): cublasSgemm's time, then every candidate that
+// cublasLtMatmulAlgoGetHeuristic offers (up to 32, FP32 compute, 32 MiB of workspace), each timed
+// (median of 20 after 3 warm-ups), with its largest error against an FP64 product at 256 sampled
+// entries. argv[1], if given, picks the shapes whose name contains it (e.g. H2048). Build:
+//   nvcc -O2 -std=c++17 -arch=sm_90 fp32_gemm_candidates.cu -lcublasLt -lcublas -o candidates
 #include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
