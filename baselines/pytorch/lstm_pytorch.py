@@ -13,9 +13,10 @@ get.
   --precision fp16|bf16 ("pytorch_fp16", "pytorch_bf16_training", ...): the model and the data in
       that dtype (FP32 accumulation; torch.backends.cudnn.allow_tf32 left on for BF16, PyTorch's
       default; at the canonical config both 16-bit dtypes run tensor-core GEMMs whether it is on or
-      off: results/h100-sxm/session75_runs.txt, calls 2 and 3). Every input is first
-      rounded to the precision (nearest, ties to even), as the C++ harness does; to be checked, the
-      loaded data must already be those values and the reference theirs: make the folder with
+      off: git show 65b1677:results/h100-sxm/session75_runs.txt, calls 2 and 3). Every input is
+      first rounded to the precision (nearest, ties to even), as the C++ harness does; to be
+      checked, the loaded data must already be those values and the reference theirs: make the
+      folder with
       lstm_reference --precision fp16 [--training] --save-inputs DIR --dump DIR. The bounds are
       the reduced-precision ones (lstm::reduced_precision_tolerance).
 
